@@ -1,0 +1,1 @@
+"""The Kafka wire layer: framing, the supported API table, decoding and encoding."""

@@ -1,0 +1,62 @@
+"""What every API handler is given, and the constants the responses share."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.coordinator import GroupCoordinator
+from broker.coordinator.messages import Client
+from broker.coordinator.pending import Pending
+from broker.topics import TopicRegistry
+
+NO_THROTTLE = datetime.timedelta(0)
+_MILLISECOND = datetime.timedelta(milliseconds=1)
+
+# Kafka's default texts for the errors whose message reaches the wire (FindCoordinator v1+).
+ERROR_MESSAGES: dict[ErrorCode, str] = {
+    ErrorCode.none: "NONE",
+    ErrorCode.coordinator_not_available: "The coordinator is not available.",
+    ErrorCode.not_coordinator: "This is not the correct coordinator.",
+    ErrorCode.invalid_request: (
+        "This most likely occurs because of a request being malformed by the client library or the message "
+        "was sent to an incompatible broker. See the broker logs for more details."
+    ),
+}
+
+
+def millis(value: datetime.timedelta) -> int:
+    return value // _MILLISECOND
+
+
+@dataclass(slots=True, frozen=True)
+class BrokerIdentity:
+    node_id: int
+    host: str
+    port: int
+    cluster_id: str
+
+
+@dataclass(slots=True)
+class ApiContext:
+    """The broker-wide state the handlers work on."""
+
+    coordinator: GroupCoordinator
+    topics: TopicRegistry
+    identity: BrokerIdentity
+
+
+@dataclass(slots=True, frozen=True)
+class Call:
+    """One request's version and sender."""
+
+    api_version: int
+    client: Client
+
+
+Answer = Any  # a kio response dataclass, or a Pending one
+Handler = Callable[[ApiContext, Call, Any], "Answer | Pending[Any]"]

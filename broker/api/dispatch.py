@@ -1,0 +1,30 @@
+"""Which handler answers which API."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from broker.api import find_coordinator, groups, membership, metadata, offsets
+from broker.api.api_versions import api_versions
+from broker.api.base import Handler
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+
+HANDLERS: MappingProxyType[int, Handler] = MappingProxyType(
+    {
+        ApiKey.API_VERSIONS: api_versions,
+        ApiKey.METADATA: metadata.metadata,
+        ApiKey.FIND_COORDINATOR: find_coordinator.find_coordinator,
+        ApiKey.JOIN_GROUP: membership.join_group,
+        ApiKey.SYNC_GROUP: membership.sync_group,
+        ApiKey.HEARTBEAT: membership.heartbeat,
+        ApiKey.LEAVE_GROUP: membership.leave_group,
+        ApiKey.OFFSET_COMMIT: offsets.offset_commit,
+        ApiKey.OFFSET_FETCH: offsets.offset_fetch,
+        ApiKey.OFFSET_DELETE: offsets.offset_delete,
+        ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
+        ApiKey.LIST_GROUPS: groups.list_groups,
+        ApiKey.DELETE_GROUPS: groups.delete_groups,
+    }
+)
+
+assert set(HANDLERS) == set(SUPPORTED_VERSIONS), "every supported API needs a handler"

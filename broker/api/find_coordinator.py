@@ -1,0 +1,50 @@
+"""FindCoordinator (10): this broker coordinates every group.
+
+Transaction (and, on v6, share) keys are answered COORDINATOR_NOT_AVAILABLE:
+the broker offers no such coordinator, and that is what Kafka answers while the
+coordinator's internal topic is unavailable. An unknown key type, or a share key
+before v6, fails the whole request with INVALID_REQUEST as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
+
+from broker.api.base import ERROR_MESSAGES, NO_THROTTLE, ApiContext, Call
+from protocol.apis import ApiKey
+from protocol.codec import build, nested, response_schema
+
+GROUP, TRANSACTION, SHARE = 0, 1, 2
+
+
+def find_coordinator(ctx: ApiContext, call: Call, body: Any) -> Any:
+    version = call.api_version
+    cls = response_schema(ApiKey.FIND_COORDINATOR, version)
+    key_type = getattr(body, "key_type", GROUP)
+    if key_type in (GROUP, TRANSACTION) or (key_type == SHARE and version >= 6):
+        request_error = None
+    else:
+        request_error = ErrorCode.invalid_request
+    identity = ctx.identity
+
+    def locate(error: ErrorCode) -> dict[str, Any]:
+        if error is ErrorCode.none:
+            return {"error_code": error, "node_id": i32(identity.node_id), "host": identity.host, "port": i32(identity.port)}
+        return {"error_code": error, "node_id": i32(-1), "host": "", "port": i32(-1)}
+
+    key_error = ErrorCode.none if key_type == GROUP else ErrorCode.coordinator_not_available
+    if version < 4:
+        error = request_error or key_error
+        return build(cls, throttle_time=NO_THROTTLE, error_message=ERROR_MESSAGES[error], **locate(error))
+
+    coordinator_cls = nested(cls, "Coordinator")
+    entries = []
+    for key in body.coordinator_keys:
+        if request_error is not None:
+            entries.append(build(coordinator_cls, key=key, error_message=ERROR_MESSAGES[request_error], **locate(request_error)))
+        else:
+            entries.append(build(coordinator_cls, key=key, error_message=None, **locate(key_error)))
+    return build(cls, throttle_time=NO_THROTTLE, coordinators=tuple(entries))

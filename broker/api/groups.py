@@ -1,0 +1,86 @@
+"""DescribeGroups (15), ListGroups (16) and DeleteGroups (42)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
+
+from broker.api.base import NO_THROTTLE, ApiContext, Call
+from protocol.apis import ApiKey
+from protocol.codec import build, nested, response_schema
+
+_NO_OPERATIONS = i32(-(2**31))
+# With no authorizer Kafka 4.x reports READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+_ALL_GROUP_OPERATIONS = i32(sum(1 << op for op in (3, 6, 8, 10, 11)))
+
+
+def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
+    cls = response_schema(ApiKey.DESCRIBE_GROUPS, call.api_version)
+    group_cls = nested(cls, "DescribedGroup")
+    member_cls = nested(cls, "DescribedGroupMember")
+    with_operations = getattr(body, "include_authorized_operations", False)
+    described = []
+    for group_id in body.groups:
+        d = ctx.coordinator.describe(group_id)
+        described.append(
+            build(
+                group_cls,
+                error_code=d.error,
+                group_id=d.group_id,
+                group_state=d.state,
+                protocol_type=d.protocol_type,
+                protocol_data=d.protocol_data,
+                members=tuple(
+                    build(
+                        member_cls,
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in d.members
+                ),
+                authorized_operations=(
+                    _ALL_GROUP_OPERATIONS if with_operations and d.error is ErrorCode.none else _NO_OPERATIONS
+                ),
+            )
+        )
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(described))
+
+
+def list_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
+    cls = response_schema(ApiKey.LIST_GROUPS, call.api_version)
+    group_cls = nested(cls, "ListedGroup")
+    error, groups = ctx.coordinator.list_groups(
+        getattr(body, "states_filter", ()), getattr(body, "types_filter", ())
+    )
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        groups=tuple(
+            build(
+                group_cls,
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=g.group_type,
+            )
+            for g in groups
+        ),
+    )
+
+
+def delete_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
+    cls = response_schema(ApiKey.DELETE_GROUPS, call.api_version)
+    result_cls = nested(cls, "DeletableGroupResult")
+    results = ctx.coordinator.delete_groups(body.groups_names)
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        results=tuple(build(result_cls, group_id=g, error_code=e) for g, e in results),
+    )

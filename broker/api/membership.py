@@ -1,0 +1,134 @@
+"""JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13).
+
+Each handler turns the versioned request into the coordinator's message and the
+coordinator's result into the versioned response; the rules live in the
+coordinator, the version quirks live here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
+
+from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
+from broker.coordinator.messages import JoinRequest, JoinResult, LeavingMember, SyncRequest, SyncResult
+from broker.coordinator.pending import Pending
+from protocol.apis import ApiKey
+from protocol.codec import build, nested, response_schema
+
+
+def join_group(ctx: ApiContext, call: Call, body: Any) -> Pending[Any]:
+    version = call.api_version
+    session_ms = millis(body.session_timeout)
+    # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
+    rebalance_ms = millis(body.rebalance_timeout) if version >= 1 else session_ms
+    request = JoinRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        protocol_type=body.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in body.protocols),
+        group_instance_id=getattr(body, "group_instance_id", None),
+        reason=getattr(body, "reason", None),
+        api_version=version,
+        client=call.client,
+    )
+    answer: Pending[Any] = Pending()
+    ctx.coordinator.join(request).add_done_callback(lambda result: answer.complete(join_response(version, result)))
+    return answer
+
+
+def join_response(version: int, result: JoinResult) -> Any:
+    cls = response_schema(ApiKey.JOIN_GROUP, version)
+    member_cls = nested(cls, "JoinGroupResponseMember")
+    protocol_name = result.protocol_name
+    if version < 7:
+        protocol_name = protocol_name or ""  # not nullable before v7
+    elif protocol_name == "":
+        protocol_name = None
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        generation_id=i32(result.generation_id),
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=tuple(
+            build(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
+            for m in result.members
+        ),
+    )
+
+
+def sync_group(ctx: ApiContext, call: Call, body: Any) -> Pending[Any] | Any:
+    version = call.api_version
+    protocol_type = getattr(body, "protocol_type", None)
+    protocol_name = getattr(body, "protocol_name", None)
+    if version >= 5 and (protocol_type is None or protocol_name is None):
+        # KafkaApis rejects these before the coordinator sees them.
+        return sync_response(version, SyncResult(ErrorCode.inconsistent_group_protocol))
+    request = SyncRequest(
+        group_id=body.group_id,
+        generation_id=body.generation_id,
+        member_id=body.member_id,
+        assignments=tuple((a.member_id, a.assignment) for a in body.assignments),
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=protocol_type,
+        protocol_name=protocol_name,
+        api_version=version,
+    )
+    answer: Pending[Any] = Pending()
+    ctx.coordinator.sync(request).add_done_callback(lambda result: answer.complete(sync_response(version, result)))
+    return answer
+
+
+def sync_response(version: int, result: SyncResult) -> Any:
+    return build(
+        response_schema(ApiKey.SYNC_GROUP, version),
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+def heartbeat(ctx: ApiContext, call: Call, body: Any) -> Any:
+    error = ctx.coordinator.heartbeat(
+        body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None)
+    )
+    return build(response_schema(ApiKey.HEARTBEAT, call.api_version), throttle_time=NO_THROTTLE, error_code=error)
+
+
+def leave_group(ctx: ApiContext, call: Call, body: Any) -> Any:
+    version = call.api_version
+    if version < 3:
+        identities = [LeavingMember(body.member_id)]
+    else:
+        identities = [
+            LeavingMember(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in body.members
+        ]
+    result = ctx.coordinator.leave(body.group_id, identities)
+    cls = response_schema(ApiKey.LEAVE_GROUP, version)
+    if version < 3:
+        # One member, one top-level error: the request's failure, else the member's.
+        error = result.error
+        if error is ErrorCode.none and result.members:
+            error = result.members[0].error
+        return build(cls, throttle_time=NO_THROTTLE, error_code=error)
+    member_cls = nested(cls, "MemberResponse")
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        members=tuple(
+            build(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error)
+            for m in result.members
+        ),
+    )

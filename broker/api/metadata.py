@@ -1,0 +1,98 @@
+"""Metadata (3): this broker is the whole cluster, leader and only replica of every partition."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
+
+from broker.api.base import NO_THROTTLE, ApiContext, Call
+from broker.topics import Topic, is_valid_topic_name
+from protocol.apis import ApiKey
+from protocol.codec import build, nested, response_schema
+
+_NO_OPERATIONS = i32(-(2**31))
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
+    version = call.api_version
+    cls = response_schema(ApiKey.METADATA, version)
+    broker_cls = nested(cls, "MetadataResponseBroker")
+    topic_cls = nested(cls, "MetadataResponseTopic")
+    partition_cls = nested(cls, "MetadataResponsePartition")
+    identity = ctx.identity
+    node = i32(identity.node_id)
+
+    def describe(topic: Topic) -> Any:
+        partitions = tuple(
+            build(
+                partition_cls,
+                error_code=ErrorCode.none,
+                partition_index=i32(index),
+                leader_id=node,
+                leader_epoch=i32(0),
+                replica_nodes=(node,),
+                isr_nodes=(node,),
+                offline_replicas=(),
+            )
+            for index in range(topic.partitions)
+        )
+        return build(
+            topic_cls,
+            error_code=ErrorCode.none,
+            name=topic.name,
+            topic_id=topic.topic_id,
+            is_internal=False,
+            partitions=partitions,
+            topic_authorized_operations=_NO_OPERATIONS,
+        )
+
+    def missing(name: str | None, error: ErrorCode, topic_id: Any = None) -> Any:
+        return build(
+            topic_cls,
+            error_code=error,
+            name=name,
+            topic_id=topic_id if topic_id is not None else _ZERO_UUID,
+            is_internal=False,
+            partitions=(),
+            topic_authorized_operations=_NO_OPERATIONS,
+        )
+
+    requested = body.topics
+    if requested is None or (version == 0 and not requested):
+        topics = tuple(describe(t) for t in ctx.topics.all())
+    else:
+        # v0-3 always allowed auto-creation; v4+ asks for it explicitly.
+        allow_create = ctx.topics.auto_create and getattr(body, "allow_auto_topic_creation", True)
+        answered = []
+        for entry in requested:
+            name = entry.name
+            topic_id = getattr(entry, "topic_id", None)
+            if name is None:
+                found = ctx.topics.by_id(topic_id) if topic_id is not None else None
+                answered.append(describe(found) if found else missing(None, ErrorCode.unknown_topic_id, topic_id))
+                continue
+            topic = ctx.topics.get(name)
+            if topic is None and allow_create and is_valid_topic_name(name):
+                topic = ctx.topics.create(name, ctx.topics.default_partitions)
+            if topic is not None:
+                answered.append(describe(topic))
+            elif not is_valid_topic_name(name):
+                answered.append(missing(name, ErrorCode.invalid_topic_exception))
+            else:
+                answered.append(missing(name, ErrorCode.unknown_topic_or_partition))
+        topics = tuple(answered)
+
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        brokers=(build(broker_cls, node_id=node, host=identity.host, port=i32(identity.port), rack=None),),
+        cluster_id=identity.cluster_id,
+        controller_id=node,
+        topics=topics,
+        cluster_authorized_operations=_NO_OPERATIONS,
+        error_code=ErrorCode.none,
+    )

@@ -1,0 +1,156 @@
+"""OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32, i64
+
+from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
+from broker.coordinator.messages import CommitRequest, GroupOffsets, PartitionCommit, PartitionErrors
+from protocol.apis import ApiKey
+from protocol.codec import build, nested, response_schema
+
+
+def offset_commit(ctx: ApiContext, call: Call, body: Any) -> Any:
+    version = call.api_version
+    retention = getattr(body, "retention_time", None)
+    request = CommitRequest(
+        group_id=body.group_id,
+        topics=tuple(
+            (
+                topic.name,
+                tuple(
+                    PartitionCommit(
+                        partition=p.partition_index,
+                        offset=p.committed_offset,
+                        leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                        metadata=p.committed_metadata,
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in body.topics
+        ),
+        generation_id=body.generation_id_or_member_epoch,
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        retention_time_ms=millis(retention) if retention is not None else -1,
+        api_version=version,
+    )
+    result = ctx.coordinator.commit_offsets(request)
+    cls = response_schema(ApiKey.OFFSET_COMMIT, version)
+    return build(cls, throttle_time=NO_THROTTLE, topics=_partition_errors(cls, "OffsetCommitResponse", result))
+
+
+def _partition_errors(cls: type, prefix: str, result: PartitionErrors) -> tuple[Any, ...]:
+    topic_cls = nested(cls, f"{prefix}Topic")
+    partition_cls = nested(cls, f"{prefix}Partition")
+    return tuple(
+        build(
+            topic_cls,
+            name=topic,
+            partitions=tuple(build(partition_cls, partition_index=i32(p), error_code=e) for p, e in partitions),
+        )
+        for topic, partitions in result
+    )
+
+
+def offset_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
+    version = call.api_version
+    cls = response_schema(ApiKey.OFFSET_FETCH, version)
+    require_stable = getattr(body, "require_stable", False)
+    coordinator = ctx.coordinator
+    if version >= 8:
+        group_cls = nested(cls, "OffsetFetchResponseGroup")
+        topic_cls = nested(cls, "OffsetFetchResponseTopics")
+        partition_cls = nested(cls, "OffsetFetchResponsePartitions")
+        groups = []
+        for group in body.groups:
+            wanted = _wanted(group.topics)
+            offsets = coordinator.fetch_offsets(group.group_id, wanted, require_stable)
+            groups.append(
+                build(
+                    group_cls,
+                    group_id=group.group_id,
+                    topics=_topics(topic_cls, partition_cls, offsets, None),
+                    error_code=offsets.error,
+                )
+            )
+        return build(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+    topic_cls = nested(cls, "OffsetFetchResponseTopic")
+    partition_cls = nested(cls, "OffsetFetchResponsePartition")
+    wanted = _wanted(body.topics)
+    offsets = coordinator.fetch_offsets(body.group_id, wanted, require_stable)
+    if version < 2 and offsets.error is not ErrorCode.none:
+        # v0-1 have no group-level error: it goes on every requested partition.
+        topics = _topics(topic_cls, partition_cls, offsets, wanted or [])
+    else:
+        topics = _topics(topic_cls, partition_cls, offsets, None)
+    return build(cls, throttle_time=NO_THROTTLE, topics=topics, error_code=offsets.error)
+
+
+def _wanted(topics: Any) -> list[tuple[str, tuple[int, ...]]] | None:
+    if topics is None:
+        return None
+    return [(t.name, tuple(t.partition_indexes)) for t in topics]
+
+
+def _topics(
+    topic_cls: type,
+    partition_cls: type,
+    offsets: GroupOffsets,
+    error_everywhere: list[tuple[str, tuple[int, ...]]] | None,
+) -> tuple[Any, ...]:
+    if error_everywhere is not None:
+        return tuple(
+            build(
+                topic_cls,
+                name=name,
+                partitions=tuple(
+                    build(
+                        partition_cls,
+                        partition_index=i32(p),
+                        committed_offset=i64(-1),
+                        committed_leader_epoch=i32(-1),
+                        metadata="",
+                        error_code=offsets.error,
+                    )
+                    for p in partitions
+                ),
+            )
+            for name, partitions in error_everywhere
+        )
+    return tuple(
+        build(
+            topic_cls,
+            name=name,
+            partitions=tuple(
+                build(
+                    partition_cls,
+                    partition_index=i32(o.partition),
+                    committed_offset=i64(o.offset),
+                    committed_leader_epoch=i32(o.leader_epoch),
+                    metadata=o.metadata,
+                    error_code=o.error,
+                )
+                for o in fetched
+            ),
+        )
+        for name, fetched in offsets.topics
+    )
+
+
+def offset_delete(ctx: ApiContext, call: Call, body: Any) -> Any:
+    result = ctx.coordinator.delete_offsets(
+        body.group_id, [(t.name, tuple(p.partition_index for p in t.partitions)) for t in body.topics]
+    )
+    cls = response_schema(ApiKey.OFFSET_DELETE, call.api_version)
+    return build(
+        cls,
+        error_code=result.error,
+        throttle_time=NO_THROTTLE,
+        topics=_partition_errors(cls, "OffsetDeleteResponse", result.topics),
+    )

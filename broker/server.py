@@ -1,0 +1,249 @@
+"""The TCP server: connections, request ordering, and the loop that drives the timers.
+
+Each connection answers its requests one at a time and in order, as Kafka does
+by muting a channel until its response is sent: a parked JoinGroup holds back
+everything behind it on that connection, and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import socket
+from functools import partial
+from typing import Any
+
+import structlog
+
+from broker.api.api_versions import unsupported_version_response
+from broker.api.base import ApiContext, BrokerIdentity, Call
+from broker.api.dispatch import HANDLERS
+from broker.coordinator.clock import Clock, SystemClock
+from broker.coordinator.coordinator import GroupCoordinator
+from broker.coordinator.messages import Client
+from broker.coordinator.pending import Pending
+from broker.coordinator.purgatory import Purgatory
+from broker.settings import Settings
+from broker.topics import TopicRegistry
+from protocol.apis import ApiKey, api_name
+from protocol.codec import ProtocolError, Request, decode_request, encode_response, peek_header
+from protocol.framing import FrameError, FrameReader
+
+log = structlog.get_logger("server")
+
+# Stop reading from a client that has this many requests queued behind a parked one.
+_MAX_QUEUED_REQUESTS = 256
+
+
+class LoopTimer:
+    """Drives a Purgatory from the event loop: one loop timer, at the earliest deadline."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock, purgatory: Purgatory) -> None:
+        self._loop = loop
+        self._clock = clock
+        self._purgatory = purgatory
+        self._handle: asyncio.TimerHandle | None = None
+        self._armed_for = 0
+        purgatory.set_wakeup(self.arm)
+        first = purgatory.next_deadline()
+        if first is not None:
+            self.arm(first)
+
+    def arm(self, deadline_ms: int) -> None:
+        if self._handle is not None:
+            if self._armed_for <= deadline_ms:
+                return
+            self._handle.cancel()
+        # +1 ms: the loop's clock may wake a hair early, and an early wake would find nothing due.
+        delay = max(deadline_ms - self._clock.now_ms() + 1, 0) / 1000
+        self._armed_for = deadline_ms
+        self._handle = self._loop.call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        try:
+            self._purgatory.run_due()
+        except Exception:
+            log.exception("timer action failed")
+        upcoming = self._purgatory.next_deadline()
+        if upcoming is not None:
+            self.arm(upcoming)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: BrokerServer) -> None:
+        self._server = server
+        self._reader = FrameReader(server.settings.socket_request_max_bytes)
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._transport: asyncio.Transport | None = None
+        self._busy = False
+        self._paused = False
+        self._closed = False
+        self._client_id = ""
+        self._client = Client("", "/unknown")
+        self.peer = "unknown"
+        self._drain_scheduled = False
+
+    # -- asyncio.Protocol ------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        host = peer[0] if peer else "unknown"
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "unknown"
+        self._client = Client("", f"/{host}")
+        self._server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            frames = self._reader.feed(data)
+        except FrameError as error:
+            self.close(str(error))
+            return
+        self._queue.extend(frames)
+        if not self._paused and len(self._queue) > _MAX_QUEUED_REQUESTS and self._transport is not None:
+            self._transport.pause_reading()
+            self._paused = True
+        self._drain()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._queue.clear()
+        self._server.connections.discard(self)
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        while not self._busy and self._queue and not self._closed:
+            frame = self._queue.popleft()
+            try:
+                request = decode_request(frame)
+            except ProtocolError as error:
+                self._note_client_id(frame)
+                self.close(str(error))
+                return
+            if request.client_id != self._client_id:
+                self._client_id = request.client_id
+                self._client = Client(request.client_id, self._client.host)
+            try:
+                answer = self._dispatch(request)
+            except Exception:
+                log.exception(
+                    "request failed", peer=self.peer, client_id=self._client_id, api=api_name(request.api_key)
+                )
+                self.close("internal error while handling a request")
+                return
+            if isinstance(answer, Pending):
+                if not answer.done:
+                    self._busy = True
+                    answer.add_done_callback(partial(self._answer_parked, request))
+                    return
+                answer = answer.value
+            self._send(request, answer)
+        if self._paused and len(self._queue) <= _MAX_QUEUED_REQUESTS // 2 and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+
+    def _dispatch(self, request: Request) -> Any:
+        if request.body is None:  # ApiVersions newer than we speak
+            return unsupported_version_response()
+        handler = HANDLERS[request.api_key]
+        return handler(self._server.api, Call(request.api_version, self._client), request.body)
+
+    def _answer_parked(self, request: Request, response: Any) -> None:
+        # Called from inside the coordinator: write now, but read the next request on a
+        # fresh loop turn so the coordinator is never re-entered mid-transition.
+        self._busy = False
+        self._send(request, response)
+        if not self._drain_scheduled and not self._closed:
+            self._drain_scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
+
+    def _send(self, request: Request, response: Any) -> None:
+        if self._closed or self._transport is None:
+            return
+        version = 0 if request.body is None else request.api_version  # unsupported ApiVersions: v0 body
+        self._transport.write(encode_response(request.api_key, version, request.correlation_id, response))
+
+    def _note_client_id(self, frame: bytes) -> None:
+        try:
+            prefix = peek_header(frame)
+        except ProtocolError:
+            return
+        if prefix.api_key == ApiKey.API_VERSIONS or len(frame) > 10:
+            from protocol.codec import _client_id_lenient
+
+            self._client_id = _client_id_lenient(frame) or self._client_id
+
+    def close(self, reason: str) -> None:
+        if self._closed:
+            return
+        log.warning("closing connection", peer=self.peer, client_id=self._client_id, reason=reason)
+        self._closed = True
+        self._queue.clear()
+        if self._transport is not None:
+            self._transport.close()
+
+
+class BrokerServer:
+    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.purgatory = Purgatory(self.clock)
+        self.coordinator = GroupCoordinator(settings.group, self.clock, self.purgatory)
+        self.topics = TopicRegistry(auto_create=settings.auto_create_topics, default_partitions=settings.num_partitions)
+        for name, partitions in settings.topics:
+            self.topics.create(name, partitions)
+        self.connections: set[Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._timer: LoopTimer | None = None
+        self.api: ApiContext
+        self.port = 0
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self), self.settings.host, self.settings.port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        host, port = self.settings.advertised(self.port)
+        self.api = ApiContext(
+            self.coordinator, self.topics, BrokerIdentity(self.settings.node_id, host, port, self.settings.cluster_id)
+        )
+        self._timer = LoopTimer(loop, self.clock, self.purgatory)
+        log.info(
+            "broker listening",
+            host=self.settings.host,
+            port=self.port,
+            advertised=f"{host}:{port}",
+            node_id=self.settings.node_id,
+            cluster_id=self.settings.cluster_id,
+            initial_rebalance_delay_ms=self.settings.group.initial_rebalance_delay_ms,
+        )
+
+    async def stop(self) -> None:
+        """Stop listening, answer every parked request as Kafka does on unload, then hang up."""
+        if self._server is not None:
+            self._server.close()
+        self.coordinator.shutdown()
+        if self._timer is not None:
+            self._timer.stop()
+        await asyncio.sleep(0)  # let the answers just written reach the transports
+        for connection in list(self.connections):
+            if connection._transport is not None:
+                connection._transport.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        log.info("broker stopped")

@@ -1,0 +1,56 @@
+"""The APIs this broker speaks and the version range of each.
+
+ApiVersions is built from this table, and the connection layer refuses anything
+outside it, so this is the one place that says what the broker supports.
+"""
+
+from __future__ import annotations
+
+import enum
+from types import MappingProxyType
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
+
+
+# Minimums follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-1 and OffsetFetch v0).
+SUPPORTED_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType(
+    {
+        ApiKey.METADATA: (0, 13),
+        ApiKey.OFFSET_COMMIT: (2, 9),
+        ApiKey.OFFSET_FETCH: (1, 9),
+        ApiKey.FIND_COORDINATOR: (0, 6),
+        ApiKey.JOIN_GROUP: (0, 9),
+        ApiKey.HEARTBEAT: (0, 4),
+        ApiKey.LEAVE_GROUP: (0, 5),
+        ApiKey.SYNC_GROUP: (0, 5),
+        ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.LIST_GROUPS: (0, 5),
+        ApiKey.API_VERSIONS: (0, 4),
+        ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.OFFSET_DELETE: (0, 0),
+    }
+)
+
+
+def api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"UNKNOWN({api_key})"

@@ -1,0 +1,151 @@
+"""Request decoding and response encoding, with kio's generated schemas.
+
+A frame is: request header (v1, or v2 for flexible versions) then the body.
+Responses are: response header (v0, or v1 for flexible versions; ApiVersions
+always v0) then the body. Readers and writers are looked up once per
+(api, version) and cached.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_name
+
+_HEADER_PREFIX = struct.Struct(">hhi")
+_CORRELATION = struct.Struct(">i")
+
+
+class ProtocolError(Exception):
+    """A request that cannot be answered: the connection is closed with this reason."""
+
+
+class UnknownApiKey(ProtocolError):
+    pass
+
+
+class UnsupportedApiVersion(ProtocolError):
+    pass
+
+
+class MalformedRequest(ProtocolError):
+    pass
+
+
+@dataclass(slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    body: Any  # the kio request dataclass of this api and version; None for an unsupported ApiVersions
+
+
+@dataclass(slots=True)
+class HeaderPrefix:
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+def peek_header(frame: bytes) -> HeaderPrefix:
+    if len(frame) < _HEADER_PREFIX.size:
+        raise MalformedRequest(f"frame of {len(frame)} bytes is too short for a request header")
+    api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(frame, 0)
+    return HeaderPrefix(api_key, api_version, correlation_id)
+
+
+@cache
+def _request_readers(api_key: int, api_version: int) -> tuple[Any, Any]:
+    schema = load_request_schema(api_key, api_version)
+    return entity_reader(schema.__header_schema__), entity_reader(schema)
+
+
+@cache
+def response_schema(api_key: int, api_version: int) -> Any:
+    return load_response_schema(api_key, api_version)
+
+
+@cache
+def _response_writer(api_key: int, api_version: int) -> tuple[Any, bool]:
+    schema = response_schema(api_key, api_version)
+    flexible_header = api_key != ApiKey.API_VERSIONS and schema.__header_schema__.__version__ >= 1
+    return entity_writer(schema), flexible_header
+
+
+def decode_request(frame: bytes) -> Request:
+    """Decode one frame; raises ProtocolError when Kafka would close the connection."""
+    prefix = peek_header(frame)
+    api_key, api_version = prefix.api_key, prefix.api_version
+    supported = SUPPORTED_VERSIONS.get(api_key)
+    if supported is None:
+        raise UnknownApiKey(f"unsupported api key {api_key}")
+    low, high = supported
+    if not low <= api_version <= high:
+        if api_key == ApiKey.API_VERSIONS and api_version > high:
+            # Kafka answers a too-new ApiVersions with a v0 error body instead of closing.
+            return Request(api_key, api_version, prefix.correlation_id, _client_id_lenient(frame), None)
+        raise UnsupportedApiVersion(f"{api_name(api_key)} v{api_version} is outside the supported range {low}-{high}")
+    header_reader, body_reader = _request_readers(api_key, api_version)
+    try:
+        header, offset = header_reader(frame, 0)
+        body, _ = body_reader(frame, offset)
+    except (SerialError, ValueError, IndexError, UnicodeDecodeError, OverflowError, TypeError) as error:
+        raise MalformedRequest(f"{api_name(api_key)} v{api_version} body does not decode: {error}") from error
+    return Request(api_key, api_version, prefix.correlation_id, header.client_id or "", body)
+
+
+def _client_id_lenient(frame: bytes) -> str:
+    try:
+        (length,) = struct.unpack_from(">h", frame, 8)
+        return frame[10 : 10 + length].decode() if length > 0 else ""
+    except (struct.error, UnicodeDecodeError):
+        return ""
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    """A complete frame (size prefix, response header, body) ready for the socket."""
+    writer, flexible_header = _response_writer(api_key, api_version)
+    buffer = io.BytesIO()
+    buffer.write(b"\x00\x00\x00\x00")
+    buffer.write(_CORRELATION.pack(correlation_id))
+    if flexible_header:
+        buffer.write(b"\x00")  # no tagged fields
+    writer(buffer, body)
+    data = buffer.getbuffer()
+    struct.pack_into(">i", data, 0, len(data) - 4)
+    return bytes(data)
+
+
+@cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
+
+
+def build(cls: type, /, **values: Any) -> Any:
+    """Instantiate a versioned kio entity from the fields it has; the rest are dropped.
+
+    This is how one code path answers every version: fields a version does not
+    carry (ignorable in Kafka's terms) are simply left out.
+    """
+    names = _field_names(cls)
+    return cls(**{name: value for name, value in values.items() if name in names})
+
+
+def has_field(cls: type, name: str) -> bool:
+    return name in _field_names(cls)
+
+
+def nested(cls: type, name: str) -> Any:
+    """A nested entity class defined beside ``cls`` in kio's generated module."""
+    import sys
+
+    return getattr(sys.modules[cls.__module__], name)
