@@ -55,7 +55,7 @@ def _bool(text: str) -> bool:
 _OPTIONS: list[tuple[str, object, object, str]] = [
     ("--host", str, "0.0.0.0", "address to listen on"),
     ("--port", int, 9092, "port to listen on (0 picks a free one)"),
-    ("--advertised-host", str, None, "host returned by Metadata and FindCoordinator (default: the listen host, or localhost)"),
+    ("--advertised-host", str, None, "host Metadata and FindCoordinator return (default: listen host, or localhost)"),
     ("--advertised-port", int, None, "port returned by Metadata and FindCoordinator (default: the bound port)"),
     ("--node-id", int, 1, "this broker's node id"),
     ("--cluster-id", str, None, "cluster id reported in Metadata (default: random, Kafka's format)"),

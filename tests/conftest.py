@@ -1,0 +1,109 @@
+"""Fixtures shared by the wire and client tests: real brokers on real sockets."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from broker.coordinator.config import GroupConfig
+from broker.server import BrokerServer
+from broker.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Test-friendly group settings, as Kafka's own integration tests use them.
+TEST_GROUP_FLAGS = ["--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", "1000"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise TimeoutError(f"broker did not listen on {port} within {timeout}s")
+
+
+@dataclass
+class BrokerProcess:
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def start_broker_process(tmp_path: Path, *extra: str) -> BrokerProcess:
+    port = free_port()
+    log_path = tmp_path / f"broker-{port}.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "broker", "serve",
+                "--host", "127.0.0.1", "--port", str(port), "--log-format", "json",
+                *TEST_GROUP_FLAGS, *extra,
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    wait_for_port(port, process)
+    return BrokerProcess(process, port, log_path)
+
+
+@pytest.fixture(scope="module")
+def broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker in its own process, shared by a test module (use unique group ids per test)."""
+    broker = start_broker_process(tmp_path_factory.mktemp("broker"), "--topic", "shared:6")
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[BrokerServer]:
+    """A broker in the test's event loop on an ephemeral port, for wire-level tests."""
+    settings = Settings(
+        host="127.0.0.1",
+        port=0,
+        cluster_id="test-cluster",
+        group=GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=1000),
+        topics=(("topic", 3),),
+    )
+    broker = BrokerServer(settings)
+    await broker.start()
+    yield broker
+    await broker.stop()

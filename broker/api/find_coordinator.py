@@ -32,7 +32,8 @@ def find_coordinator(ctx: ApiContext, call: Call, body: Any) -> Any:
 
     def locate(error: ErrorCode) -> dict[str, Any]:
         if error is ErrorCode.none:
-            return {"error_code": error, "node_id": i32(identity.node_id), "host": identity.host, "port": i32(identity.port)}
+            node, host, port = identity.node_id, identity.host, identity.port
+            return {"error_code": error, "node_id": i32(node), "host": host, "port": i32(port)}
         return {"error_code": error, "node_id": i32(-1), "host": "", "port": i32(-1)}
 
     key_error = ErrorCode.none if key_type == GROUP else ErrorCode.coordinator_not_available
@@ -44,7 +45,8 @@ def find_coordinator(ctx: ApiContext, call: Call, body: Any) -> Any:
     entries = []
     for key in body.coordinator_keys:
         if request_error is not None:
-            entries.append(build(coordinator_cls, key=key, error_message=ERROR_MESSAGES[request_error], **locate(request_error)))
+            message = ERROR_MESSAGES[request_error]
+            entries.append(build(coordinator_cls, key=key, error_message=message, **locate(request_error)))
         else:
             entries.append(build(coordinator_cls, key=key, error_message=None, **locate(key_error)))
     return build(cls, throttle_time=NO_THROTTLE, coordinators=tuple(entries))

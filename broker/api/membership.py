@@ -7,6 +7,7 @@ coordinator, the version quirks live here.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -36,9 +37,7 @@ def join_group(ctx: ApiContext, call: Call, body: Any) -> Pending[Any]:
         api_version=version,
         client=call.client,
     )
-    answer: Pending[Any] = Pending()
-    ctx.coordinator.join(request).add_done_callback(lambda result: answer.complete(join_response(version, result)))
-    return answer
+    return ctx.coordinator.join(request).map(partial(join_response, version))
 
 
 def join_response(version: int, result: JoinResult) -> Any:
@@ -83,9 +82,7 @@ def sync_group(ctx: ApiContext, call: Call, body: Any) -> Pending[Any] | Any:
         protocol_name=protocol_name,
         api_version=version,
     )
-    answer: Pending[Any] = Pending()
-    ctx.coordinator.sync(request).add_done_callback(lambda result: answer.complete(sync_response(version, result)))
-    return answer
+    return ctx.coordinator.sync(request).map(partial(sync_response, version))
 
 
 def sync_response(version: int, result: SyncResult) -> Any:

@@ -237,7 +237,8 @@ class GroupCoordinator:
             protocols=[name for name, _ in request.protocols],
             reason=request.reason,
         )
-        self._prepare_rebalance_or_complete_join(group, f"new member {member_id} joined ({request.reason or 'no reason given'})")
+        reason = request.reason or "no reason given"
+        self._prepare_rebalance_or_complete_join(group, f"new member {member_id} joined ({reason})")
 
     def _update_member_and_rebalance(
         self, group: ClassicGroup, member: Member, request: JoinRequest, pending: Pending[JoinResult]

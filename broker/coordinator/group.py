@@ -54,20 +54,20 @@ class CommittedOffset:
 
 class Member:
     __slots__ = (
-        "member_id",
-        "group_instance_id",
-        "client_id",
+        "assignment",
         "client_host",
-        "rebalance_timeout_ms",
-        "session_timeout_ms",
+        "client_id",
+        "group_instance_id",
+        "heartbeat_key",
+        "is_new",
+        "join_pending",
+        "last_heartbeat_ms",
+        "member_id",
         "protocol_type",
         "protocols",
-        "assignment",
-        "join_pending",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
         "sync_pending",
-        "is_new",
-        "heartbeat_key",
-        "last_heartbeat_ms",
     )
 
     def __init__(

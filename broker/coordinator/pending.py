@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 class Pending(Generic[T]):
@@ -16,11 +17,11 @@ class Pending(Generic[T]):
     parked request can do so without checking who answered first.
     """
 
-    __slots__ = ("_value", "_callbacks", "done")
+    __slots__ = ("_callbacks", "_value", "done")
 
     def __init__(self) -> None:
         self._value: T | None = None
-        self._callbacks: list[Callable[[T], None]] = []
+        self._callbacks: list[Callable[[T], object]] = []
         self.done = False
 
     @classmethod
@@ -45,7 +46,13 @@ class Pending(Generic[T]):
             callback(value)
         return True
 
-    def add_done_callback(self, callback: Callable[[T], None]) -> None:
+    def map(self, transform: Callable[[T], U]) -> Pending[U]:
+        """A Pending of ``transform(value)``, completed when this one is."""
+        mapped: Pending[U] = Pending()
+        self.add_done_callback(lambda value: mapped.complete(transform(value)))
+        return mapped
+
+    def add_done_callback(self, callback: Callable[[T], object]) -> None:
         if self.done:
             callback(self._value)  # type: ignore[arg-type]
         else:

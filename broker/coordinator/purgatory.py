@@ -24,7 +24,7 @@ Action = Callable[[], None]
 
 
 class _Entry:
-    __slots__ = ("deadline", "action", "armed_at")
+    __slots__ = ("action", "armed_at", "deadline")
 
     def __init__(self, deadline: int, action: Action) -> None:
         self.deadline = deadline

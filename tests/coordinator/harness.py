@@ -186,3 +186,40 @@ class Harness:
         assert all(s.done and s.value.error is E.none for s in syncs)
         assert self.state(group_id) is GroupState.STABLE
         return [leader] + [m for m in ids if m != leader]
+
+
+def stable_static_group(
+    h: Harness,
+    *instance_ids: str,
+    session_ms: int = SESSION_MS,
+    rebalance_ms: int = REBALANCE_MS,
+    protocols: tuple[tuple[str, bytes], ...] = PROTOCOLS,
+    group_id: str = GROUP,
+) -> list[str]:
+    """Form a Stable group of static members; returns their member ids in ``instance_ids`` order.
+
+    The first instance is the leader; it assigns every member its own member id as bytes.
+    """
+    joins = [
+        h.join(
+            instance_id=instance_id,
+            session_ms=session_ms,
+            rebalance_ms=rebalance_ms,
+            protocols=protocols,
+            group_id=group_id,
+        )
+        for instance_id in instance_ids
+    ]
+    h.advance(h.config.initial_rebalance_delay_ms)
+    results = [j.value for j in joins]
+    assert all(r.error is E.none for r in results), results
+    ids = [r.member_id for r in results]
+    assert results[0].leader == ids[0]
+    generation = results[0].generation_id
+    syncs = [
+        h.sync(m, generation, {i: i.encode() for i in ids} if m == ids[0] else None, group_id=group_id, instance_id=i)
+        for m, i in zip(ids, instance_ids, strict=True)
+    ]
+    assert all(s.done and s.value.error is E.none for s in syncs)
+    assert h.state(group_id) is GroupState.STABLE
+    return ids
