@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import itertools
 import struct
@@ -55,8 +56,8 @@ class WireClient:
         if api_key == ApiKey.API_VERSIONS:
             header_cls = load_response_schema(ApiKey.API_VERSIONS, 0).__header_schema__
         header, offset = entity_reader(header_cls)(frame, 0)
-        body, end = entity_reader(schema)(frame, offset)
-        assert end == len(frame), f"{len(frame) - end} trailing bytes in the response"
+        body, consumed = entity_reader(schema)(frame, offset)  # kio returns the byte count, not the end
+        assert offset + consumed == len(frame), f"{len(frame) - offset - consumed} trailing bytes in the response"
         return header.correlation_id, body
 
     async def call(self, request: Any, timeout: float = 5.0) -> Any:
@@ -77,10 +78,8 @@ class WireClient:
 
     async def close(self) -> None:
         self.writer.close()
-        try:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
             await self.writer.wait_closed()
-        except (ConnectionResetError, BrokenPipeError):
-            pass
 
 
 def request_schema(api_key: int, version: int) -> Any:
