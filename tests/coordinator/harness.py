@@ -182,7 +182,8 @@ class Harness:
         leader = results[0].leader
         generation = results[0].generation_id
         ids = [r.member_id for r in results]
-        syncs = [self.sync(m, generation, {i: i.encode() for i in ids} if m == leader else None, group_id=group_id) for m in ids]
+        plan = {i: i.encode() for i in ids}
+        syncs = [self.sync(m, generation, plan if m == leader else None, group_id=group_id) for m in ids]
         assert all(s.done and s.value.error is E.none for s in syncs)
         assert self.state(group_id) is GroupState.STABLE
         return [leader] + [m for m in ids if m != leader]

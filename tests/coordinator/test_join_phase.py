@@ -211,9 +211,7 @@ def dynamic_member_joins_static_group(h: Harness) -> StuckGroup:
     leader_id, follower_id = (r.member_id for r in results)
     assert h.group().leader_id == leader_id
 
-    dynamic = h.join(
-        version=3, protocols=SUPERSET, session_ms=LONG_SESSION_MS, rebalance_ms=STATIC_REBALANCE_MS
-    )
+    dynamic = h.join(version=3, protocols=SUPERSET, session_ms=LONG_SESSION_MS, rebalance_ms=STATIC_REBALANCE_MS)
     assert h.state() is GroupState.PREPARING_REBALANCE
     h.advance(STATIC_REBALANCE_MS - 1)
     assert not dynamic.done
@@ -321,9 +319,7 @@ def test_41_stuck_group_completes_at_once_when_static_leader_rejoins() -> None:
     completes at once: CompletingRebalance, generation 3, sole member and leader."""
     h = Harness()
     stuck = group_stuck_with_non_rejoined_static_leader(h)
-    result = answered(
-        h.join(instance_id="leader", session_ms=LONG_SESSION_MS, rebalance_ms=STATIC_REBALANCE_MS)
-    )
+    result = answered(h.join(instance_id="leader", session_ms=LONG_SESSION_MS, rebalance_ms=STATIC_REBALANCE_MS))
     assert result.error is E.none
     assert result.member_id != stuck.leader_id
     assert result.member_id.startswith("leader-")
@@ -407,4 +403,3 @@ def test_43_pending_member_leaving_lets_the_join_complete() -> None:
     assert h.heartbeat(leader, 2) is E.none
     assert h.heartbeat(follower, 2) is E.none
     assert h.heartbeat(leader, 1) is E.illegal_generation
-

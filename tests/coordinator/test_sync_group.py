@@ -18,7 +18,7 @@ REBALANCE_5S = 5_000  # shorter than the session timeout, so the sync deadline f
 
 def completing_group(h: Harness, size: int, **join_kwargs: int) -> list[JoinResult]:
     """``size`` dynamic members join a new group; returns their join results, leader first (CompletingRebalance)."""
-    joins = [h.join_new(**join_kwargs) for _ in range(size)]  # type: ignore[arg-type]
+    joins = [h.join_new(**join_kwargs) for _ in range(size)]
     h.advance(h.config.initial_rebalance_delay_ms)
     results = [j.value for j in joins]
     assert all(r.error is E.none for r in results), results
@@ -52,6 +52,17 @@ def test_55_sync_for_unknown_member_of_existing_group_is_unknown_member_id() -> 
     assert_error_only(h2.sync("unknown-member", 1).value, E.unknown_member_id)
     assert h2.state() is GroupState.COMPLETING_REBALANCE
     assert h.state() is GroupState.STABLE and h.group().leader_id == leader
+
+
+def test_55_sync_on_empty_group_is_unknown_member_id_before_member_validation() -> None:
+    h = Harness()
+    member, _other = h.stable_group(2)
+    group = h.group()
+    group.transition_to(GroupState.PREPARING_REBALANCE, h.clock.now_ms())
+    group.transition_to(GroupState.EMPTY, h.clock.now_ms())
+    assert member in group.members
+    assert_error_only(h.sync(member, 1).value, E.unknown_member_id)
+    assert_error_only(h.sync(member, 5).value, E.unknown_member_id)  # not ILLEGAL_GENERATION: Empty comes first
 
 
 def test_56_sync_with_wrong_generation_is_illegal_generation() -> None:
