@@ -25,8 +25,9 @@ from broker.coordinator.pending import Pending
 from broker.coordinator.purgatory import Purgatory
 from broker.settings import Settings
 from broker.topics import TopicRegistry
-from protocol.apis import ApiKey, api_name
-from protocol.codec import ProtocolError, Request, decode_request, encode_response, peek_header
+from protocol.apis import api_name
+from protocol.codec import Request, decode_request, encode_response, peek_client_id
+from protocol.errors import ProtocolError
 from protocol.framing import FrameError, FrameReader
 
 log = structlog.get_logger("server")
@@ -88,6 +89,8 @@ class Connection(asyncio.Protocol):
         self._client = Client("", "/unknown")
         self.peer = "unknown"
         self._drain_scheduled = False
+        # Set when the connection must end once what is queued is answered ("" = quietly, else the reason).
+        self._close_when_drained: str | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------
 
@@ -103,17 +106,34 @@ class Connection(asyncio.Protocol):
         self._server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
-        if self._closed:
+        if self._closed or self._close_when_drained is not None:
             return
         try:
             frames = self._reader.feed(data)
         except FrameError as error:
-            self.close(str(error))
+            # Kafka reads one request at a time: the requests before the bad bytes are answered first.
+            self._queue.extend(error.frames)
+            if self._transport is not None and not self._paused:
+                self._transport.pause_reading()
+                self._paused = True
+            self._close_after_drain(str(error))
             return
         self._queue.extend(frames)
         if not self._paused and len(self._queue) > _MAX_QUEUED_REQUESTS and self._transport is not None:
             self._transport.pause_reading()
             self._paused = True
+        self._drain()
+
+    def eof_received(self) -> bool:
+        incomplete = self._reader.buffered
+        reason = f"peer closed the connection inside a request ({incomplete} bytes of an incomplete frame)"
+        # Keep the transport open to answer what is already queued or parked; _drain closes it.
+        self._close_after_drain(reason if incomplete else "")
+        return True
+
+    def _close_after_drain(self, reason: str) -> None:
+        if self._close_when_drained is None:
+            self._close_when_drained = reason
         self._drain()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -151,6 +171,13 @@ class Connection(asyncio.Protocol):
                     return
                 answer = answer.value
             self._send(request, answer)
+        if self._close_when_drained is not None:
+            if not self._busy and not self._queue:
+                if self._close_when_drained:
+                    self.close(self._close_when_drained)
+                else:
+                    self.hang_up()
+            return
         if self._paused and len(self._queue) <= _MAX_QUEUED_REQUESTS // 2 and self._transport is not None:
             self._paused = False
             self._transport.resume_reading()
@@ -177,19 +204,18 @@ class Connection(asyncio.Protocol):
         self._transport.write(encode_response(request.api_key, version, request.correlation_id, response))
 
     def _note_client_id(self, frame: bytes) -> None:
-        try:
-            prefix = peek_header(frame)
-        except ProtocolError:
-            return
-        if prefix.api_key == ApiKey.API_VERSIONS or len(frame) > 10:
-            from protocol.codec import _client_id_lenient
-
-            self._client_id = _client_id_lenient(frame) or self._client_id
+        """Best effort, for the log line of a request that did not decode."""
+        self._client_id = peek_client_id(frame) or self._client_id
 
     def close(self, reason: str) -> None:
         if self._closed:
             return
         log.warning("closing connection", peer=self.peer, client_id=self._client_id, reason=reason)
+        self.hang_up()
+
+    def hang_up(self) -> None:
+        if self._closed:
+            return
         self._closed = True
         self._queue.clear()
         if self._transport is not None:
@@ -241,8 +267,7 @@ class BrokerServer:
             self._timer.stop()
         await asyncio.sleep(0)  # let the answers just written reach the transports
         for connection in list(self.connections):
-            if connection._transport is not None:
-                connection._transport.close()
+            connection.hang_up()
         if self._server is not None:
             await self._server.wait_closed()
         log.info("broker stopped")

@@ -16,28 +16,13 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import SerialError
 
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_name
+from protocol.errors import MalformedRequest, UnknownApiKey, UnsupportedApiVersion
+from protocol.tagged_fields import strip_unknown_tags
 
 _HEADER_PREFIX = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
-
-
-class ProtocolError(Exception):
-    """A request that cannot be answered: the connection is closed with this reason."""
-
-
-class UnknownApiKey(ProtocolError):
-    pass
-
-
-class UnsupportedApiVersion(ProtocolError):
-    pass
-
-
-class MalformedRequest(ProtocolError):
-    pass
 
 
 @dataclass(slots=True)
@@ -92,21 +77,30 @@ def decode_request(frame: bytes) -> Request:
     if not low <= api_version <= high:
         if api_key == ApiKey.API_VERSIONS and api_version > high:
             # Kafka answers a too-new ApiVersions with a v0 error body instead of closing.
-            return Request(api_key, api_version, prefix.correlation_id, _client_id_lenient(frame), None)
+            return Request(api_key, api_version, prefix.correlation_id, peek_client_id(frame), None)
         raise UnsupportedApiVersion(f"{api_name(api_key)} v{api_version} is outside the supported range {low}-{high}")
     header_reader, body_reader = _request_readers(api_key, api_version)
     try:
-        header, offset = header_reader(frame, 0)
-        body, _ = body_reader(frame, offset)
-    except (SerialError, ValueError, IndexError, UnicodeDecodeError, OverflowError, TypeError) as error:
-        raise MalformedRequest(f"{api_name(api_key)} v{api_version} body does not decode: {error}") from error
+        try:
+            header, offset = header_reader(frame, 0)
+            body, _ = body_reader(frame, offset)
+        except KeyError:
+            # kio refuses tagged fields its schema does not name; Kafka skips them. Drop them, read again.
+            schema = load_request_schema(api_key, api_version)
+            frame = strip_unknown_tags(frame, schema.__header_schema__, schema)
+            header, offset = header_reader(frame, 0)
+            body, _ = body_reader(frame, offset)
+    except Exception as error:  # whatever the reader trips on, the bytes are the client's fault
+        raise MalformedRequest(f"{api_name(api_key)} v{api_version} body does not decode: {error!r}") from error
     return Request(api_key, api_version, prefix.correlation_id, header.client_id or "", body)
 
 
-def _client_id_lenient(frame: bytes) -> str:
+def peek_client_id(frame: bytes) -> str:
     try:
         (length,) = struct.unpack_from(">h", frame, 8)
-        return frame[10 : 10 + length].decode() if length > 0 else ""
+        if length <= 0 or 10 + length > len(frame):
+            return ""  # null, empty, or cut off: not a client id
+        return frame[10 : 10 + length].decode()
     except (struct.error, UnicodeDecodeError):
         return ""
 

@@ -8,7 +8,15 @@ _SIZE = struct.Struct(">i")
 
 
 class FrameError(Exception):
-    """The byte stream cannot be split into frames; the connection must be closed."""
+    """The byte stream cannot be split into frames; the connection must be closed.
+
+    ``frames`` holds the complete frames that came before the bad bytes: Kafka reads a
+    connection one request at a time, so those are still answered before it hangs up.
+    """
+
+    def __init__(self, reason: str, frames: list[bytes] | None = None) -> None:
+        super().__init__(reason)
+        self.frames = frames if frames is not None else []
 
 
 class FrameReader:
@@ -23,15 +31,15 @@ class FrameReader:
     def feed(self, data: bytes) -> list[bytes]:
         buffer = self._buffer
         buffer += data
-        frames = []
+        frames: list[bytes] = []
         position = 0
         available = len(buffer)
         while available - position >= 4:
             (size,) = _SIZE.unpack_from(buffer, position)
             if size < 0:
-                raise FrameError(f"negative frame size {size}")
+                raise FrameError(f"negative frame size {size}", frames)
             if size > self.max_size:
-                raise FrameError(f"frame size {size} is larger than socket.request.max.bytes ({self.max_size})")
+                raise FrameError(f"frame size {size} is larger than socket.request.max.bytes ({self.max_size})", frames)
             end = position + 4 + size
             if end > available:
                 break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -10,6 +11,9 @@ from kio.static.primitive import i16
 from broker.api.base import NO_THROTTLE, ApiContext, Call
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import build, nested, response_schema
+
+# KIP-511: what Kafka accepts as ClientSoftwareName / ClientSoftwareVersion (v3+).
+_SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def _api_keys(entry_cls: type) -> tuple[Any, ...]:
@@ -24,6 +28,12 @@ def api_versions(ctx: ApiContext, call: Call, body: Any) -> Any:
         # A version newer than ours: Kafka answers with a v0 body that lists what it supports.
         return unsupported_version_response()
     cls = response_schema(ApiKey.API_VERSIONS, call.api_version)
+    if call.api_version >= 3 and not (
+        _SOFTWARE_NAME_VERSION.fullmatch(body.client_software_name)
+        and _SOFTWARE_NAME_VERSION.fullmatch(body.client_software_version)
+    ):
+        # Kafka answers INVALID_REQUEST with no api keys (ApiVersionsRequest.isValid / getErrorResponse).
+        return build(cls, error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=NO_THROTTLE)
     return build(
         cls,
         error_code=ErrorCode.none,

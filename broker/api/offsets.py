@@ -13,33 +13,58 @@ from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
 
+def _exists(ctx: ApiContext, topic: str, partition: int) -> bool:
+    found = ctx.topics.get(topic)
+    return found is not None and 0 <= partition < found.partitions
+
+
+def _with_unknown_partitions(body: Any, result: PartitionErrors) -> PartitionErrors:
+    """The coordinator's answer plus UNKNOWN_TOPIC_OR_PARTITION for what KafkaApis filtered out, in request order."""
+    errors = {(topic, partition): error for topic, partitions in result for partition, error in partitions}
+    return tuple(
+        (
+            t.name,
+            tuple(
+                (p.partition_index, errors.get((t.name, p.partition_index), ErrorCode.unknown_topic_or_partition))
+                for p in t.partitions
+            ),
+        )
+        for t in body.topics
+    )
+
+
 def offset_commit(ctx: ApiContext, call: Call, body: Any) -> Any:
     version = call.api_version
     retention = getattr(body, "retention_time", None)
+    # KafkaApis answers partitions missing from the metadata itself and drops them from the request;
+    # when none is left the group is not looked at (spec 6.1).
+    known = tuple(
+        (
+            topic.name,
+            tuple(
+                PartitionCommit(
+                    partition=p.partition_index,
+                    offset=p.committed_offset,
+                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                    metadata=p.committed_metadata,
+                )
+                for p in topic.partitions
+                if _exists(ctx, topic.name, p.partition_index)
+            ),
+        )
+        for topic in body.topics
+    )
     request = CommitRequest(
         group_id=body.group_id,
-        topics=tuple(
-            (
-                topic.name,
-                tuple(
-                    PartitionCommit(
-                        partition=p.partition_index,
-                        offset=p.committed_offset,
-                        leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                        metadata=p.committed_metadata,
-                    )
-                    for p in topic.partitions
-                ),
-            )
-            for topic in body.topics
-        ),
+        topics=tuple((name, partitions) for name, partitions in known if partitions),
         generation_id=body.generation_id_or_member_epoch,
         member_id=body.member_id,
         group_instance_id=getattr(body, "group_instance_id", None),
         retention_time_ms=millis(retention) if retention is not None else -1,
         api_version=version,
     )
-    result = ctx.coordinator.commit_offsets(request)
+    result = ctx.coordinator.commit_offsets(request) if request.topics else ()
+    result = _with_unknown_partitions(body, result)
     cls = response_schema(ApiKey.OFFSET_COMMIT, version)
     return build(cls, throttle_time=NO_THROTTLE, topics=_partition_errors(cls, "OffsetCommitResponse", result))
 
@@ -144,13 +169,17 @@ def _topics(
 
 
 def offset_delete(ctx: ApiContext, call: Call, body: Any) -> Any:
-    result = ctx.coordinator.delete_offsets(
-        body.group_id, [(t.name, tuple(p.partition_index for p in t.partitions)) for t in body.topics]
-    )
+    # As for OffsetCommit, partitions missing from the metadata are answered here; group errors still win.
+    wanted = [
+        (t.name, tuple(p.partition_index for p in t.partitions if _exists(ctx, t.name, p.partition_index)))
+        for t in body.topics
+    ]
+    result = ctx.coordinator.delete_offsets(body.group_id, [(name, ps) for name, ps in wanted if ps])
+    topics = _with_unknown_partitions(body, result.topics) if result.error is ErrorCode.none else ()
     cls = response_schema(ApiKey.OFFSET_DELETE, call.api_version)
     return build(
         cls,
         error_code=result.error,
         throttle_time=NO_THROTTLE,
-        topics=_partition_errors(cls, "OffsetDeleteResponse", result.topics),
+        topics=_partition_errors(cls, "OffsetDeleteResponse", topics),
     )
