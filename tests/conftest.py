@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,17 +94,22 @@ def broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
     broker.stop()
 
 
+def broker_settings(**overrides: Any) -> Settings:
+    """Settings of an in-process test broker: ephemeral port, test-friendly group timers, topic "topic"."""
+    values: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "cluster_id": "test-cluster",
+        "group": GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=1000),
+        "topics": (("topic", 3),),
+    }
+    return Settings(**(values | overrides))
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[BrokerServer]:
     """A broker in the test's event loop on an ephemeral port, for wire-level tests."""
-    settings = Settings(
-        host="127.0.0.1",
-        port=0,
-        cluster_id="test-cluster",
-        group=GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=1000),
-        topics=(("topic", 3),),
-    )
-    broker = BrokerServer(settings)
+    broker = BrokerServer(broker_settings())
     await broker.start()
     yield broker
     await broker.stop()

@@ -8,7 +8,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
-from broker.coordinator.messages import CommitRequest, GroupOffsets, PartitionCommit, PartitionErrors
+from broker.coordinator.messages import CommitRequest, FetchedOffset, GroupOffsets, PartitionCommit, PartitionErrors
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -99,7 +99,7 @@ def offset_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
                 build(
                     group_cls,
                     group_id=group.group_id,
-                    topics=_topics(topic_cls, partition_cls, offsets, None),
+                    topics=_topics(topic_cls, partition_cls, offsets),
                     error_code=offsets.error,
                 )
             )
@@ -111,9 +111,12 @@ def offset_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
     offsets = coordinator.fetch_offsets(body.group_id, wanted, require_stable)
     if version < 2 and offsets.error is not ErrorCode.none:
         # v0-1 have no group-level error: it goes on every requested partition.
-        topics = _topics(topic_cls, partition_cls, offsets, wanted or [])
-    else:
-        topics = _topics(topic_cls, partition_cls, offsets, None)
+        offsets = GroupOffsets(
+            offsets.group_id,
+            offsets.error,
+            tuple((name, tuple(FetchedOffset(p, error=offsets.error) for p in ps)) for name, ps in wanted or ()),
+        )
+    topics = _topics(topic_cls, partition_cls, offsets)
     return build(cls, throttle_time=NO_THROTTLE, topics=topics, error_code=offsets.error)
 
 
@@ -123,31 +126,7 @@ def _wanted(topics: Any) -> list[tuple[str, tuple[int, ...]]] | None:
     return [(t.name, tuple(t.partition_indexes)) for t in topics]
 
 
-def _topics(
-    topic_cls: type,
-    partition_cls: type,
-    offsets: GroupOffsets,
-    error_everywhere: list[tuple[str, tuple[int, ...]]] | None,
-) -> tuple[Any, ...]:
-    if error_everywhere is not None:
-        return tuple(
-            build(
-                topic_cls,
-                name=name,
-                partitions=tuple(
-                    build(
-                        partition_cls,
-                        partition_index=i32(p),
-                        committed_offset=i64(-1),
-                        committed_leader_epoch=i32(-1),
-                        metadata="",
-                        error_code=offsets.error,
-                    )
-                    for p in partitions
-                ),
-            )
-            for name, partitions in error_everywhere
-        )
+def _topics(topic_cls: type, partition_cls: type, offsets: GroupOffsets) -> tuple[Any, ...]:
     return tuple(
         build(
             topic_cls,

@@ -24,12 +24,11 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
 
-from broker.coordinator.config import GroupConfig
 from broker.coordinator.group import GroupState
 from broker.server import BrokerServer
-from broker.settings import Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import build, nested
+from tests.conftest import broker_settings
 from tests.wire.client import WireClient
 
 E = ErrorCode
@@ -438,14 +437,7 @@ MAX_BYTES = 1024
 
 @pytest.fixture
 async def small_server() -> AsyncIterator[BrokerServer]:
-    settings = Settings(
-        host="127.0.0.1",
-        port=0,
-        cluster_id="test-cluster",
-        group=GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=1000),
-        topics=(("topic", 3),),
-        socket_request_max_bytes=MAX_BYTES,
-    )
+    settings = broker_settings(socket_request_max_bytes=MAX_BYTES)
     broker = BrokerServer(settings)
     await broker.start()
     yield broker
