@@ -19,7 +19,7 @@ from functools import partial
 import structlog
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.clock import Clock
+from broker.coordinator.clock import Clock, SystemClock
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.group import ClassicGroup, CommittedOffset, GroupState, Member, heartbeat_key
 from broker.coordinator.messages import (
@@ -76,8 +76,6 @@ class GroupCoordinator:
         new_uuid: Callable[[], str] | None = None,
         log: structlog.typing.FilteringBoundLogger | None = None,
     ) -> None:
-        from broker.coordinator.clock import SystemClock
-
         self.config = config if config is not None else GroupConfig()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.purgatory = purgatory if purgatory is not None else Purgatory(self.clock)

@@ -115,25 +115,25 @@ class PollingThread(threading.Thread):
         self.join(timeout=30)
 
 
-def run_threads(threads: list[PollingThread], close: Callable[[Any], None]) -> None:
+def run_threads(threads: list[PollingThread], close: Callable[[Any], None], timeout: float = DEADLINE_S) -> None:
     for thread in threads:
         thread.start()
-    wait_until(lambda: balanced([t.owned for t in threads]), "three consumers to split the topic")
+    wait_until(lambda: balanced([t.owned for t in threads]), "three consumers to split the topic", timeout)
     assert_split([t.owned for t in threads])
     threads[0].stop()
     close(threads[0].consumer)  # graceful: LeaveGroup
-    wait_until(lambda: balanced([t.owned for t in threads[1:]]), "the survivors to take over")
+    wait_until(lambda: balanced([t.owned for t in threads[1:]]), "the survivors to take over", timeout)
     assert_split([t.owned for t in threads[1:]])
 
 
-def test_kafka_python_three_consumers_split_and_hand_over(broker_process: BrokerProcess) -> None:
+def kafka_python_scenario(bootstrap: str) -> None:
     from kafka import KafkaConsumer
 
     group = f"kafka-python-{uuid.uuid4()}"
     consumers = [
         KafkaConsumer(
             TOPIC,
-            bootstrap_servers=broker_process.bootstrap,
+            bootstrap_servers=bootstrap,
             group_id=group,
             client_id=f"kafka-python-{i}",
             session_timeout_ms=10_000,
@@ -147,11 +147,30 @@ def test_kafka_python_three_consumers_split_and_hand_over(broker_process: Broker
         for c in consumers
     ]
     try:
-        run_threads(threads, lambda c: c.close())
+        run_threads(threads, lambda c: c.close(), timeout=20.0)
     finally:
         for thread in threads:
             thread.stop()
             thread.consumer.close()
+
+
+def test_kafka_python_three_consumers_split_and_hand_over(broker_process: BrokerProcess) -> None:
+    """Up to three fresh groups, because of a kafka-python 3.0.12 client hang.
+
+    In about one run in ten, one kafka-python consumer stops making progress right after it has received a
+    correct SyncGroup (or JoinGroup) answer: its network thread stays busy in ``_process_events``, it never
+    heartbeats again, and the broker evicts it after its session timeout. The broker's log shows every answer
+    sent, and the client logs no error. It happens while the consumer spins on the ListOffsets it cannot send
+    (no data plane yet). A broker that splits the group wrongly fails every attempt.
+    """
+    failures: list[AssertionError] = []
+    for _ in range(3):
+        try:
+            kafka_python_scenario(broker_process.bootstrap)
+            return
+        except AssertionError as failure:
+            failures.append(failure)
+    raise AssertionError(f"three attempts failed: {failures}")
 
 
 # -- confluent-kafka (librdkafka) -------------------------------------------------------------
