@@ -34,20 +34,6 @@ class Request:
     body: Any  # the kio request dataclass of this api and version; None for an unsupported ApiVersions
 
 
-@dataclass(slots=True)
-class HeaderPrefix:
-    api_key: int
-    api_version: int
-    correlation_id: int
-
-
-def peek_header(frame: bytes) -> HeaderPrefix:
-    if len(frame) < _HEADER_PREFIX.size:
-        raise MalformedRequest(f"frame of {len(frame)} bytes is too short for a request header")
-    api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(frame, 0)
-    return HeaderPrefix(api_key, api_version, correlation_id)
-
-
 @cache
 def _request_readers(api_key: int, api_version: int) -> tuple[Any, Any]:
     schema = load_request_schema(api_key, api_version)
@@ -68,8 +54,9 @@ def _response_writer(api_key: int, api_version: int) -> tuple[Any, bool]:
 
 def decode_request(frame: bytes) -> Request:
     """Decode one frame; raises ProtocolError when Kafka would close the connection."""
-    prefix = peek_header(frame)
-    api_key, api_version = prefix.api_key, prefix.api_version
+    if len(frame) < _HEADER_PREFIX.size:
+        raise MalformedRequest(f"frame of {len(frame)} bytes is too short for a request header")
+    api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(frame, 0)
     supported = SUPPORTED_VERSIONS.get(api_key)
     if supported is None:
         raise UnknownApiKey(f"unsupported api key {api_key}")
@@ -77,7 +64,7 @@ def decode_request(frame: bytes) -> Request:
     if not low <= api_version <= high:
         if api_key == ApiKey.API_VERSIONS and api_version > high:
             # Kafka answers a too-new ApiVersions with a v0 error body instead of closing.
-            return Request(api_key, api_version, prefix.correlation_id, peek_client_id(frame), None)
+            return Request(api_key, api_version, correlation_id, peek_client_id(frame), None)
         raise UnsupportedApiVersion(f"{api_name(api_key)} v{api_version} is outside the supported range {low}-{high}")
     header_reader, body_reader = _request_readers(api_key, api_version)
     try:
@@ -92,7 +79,7 @@ def decode_request(frame: bytes) -> Request:
             body, _ = body_reader(frame, offset)
     except Exception as error:  # whatever the reader trips on, the bytes are the client's fault
         raise MalformedRequest(f"{api_name(api_key)} v{api_version} body does not decode: {error!r}") from error
-    return Request(api_key, api_version, prefix.correlation_id, header.client_id or "", body)
+    return Request(api_key, api_version, correlation_id, header.client_id or "", body)
 
 
 def peek_client_id(frame: bytes) -> str:

@@ -52,7 +52,3 @@ class FrameReader:
     @property
     def buffered(self) -> int:
         return len(self._buffer)
-
-
-def frame(payload: bytes) -> bytes:
-    return _SIZE.pack(len(payload)) + payload

@@ -8,13 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
 
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.messages import Client
-from broker.coordinator.pending import Pending
 from broker.topics import TopicRegistry
 
 NO_THROTTLE = datetime.timedelta(0)
+# AuthorizedOperations when none were asked for (Kafka's Integer.MIN_VALUE).
+NO_AUTHORIZED_OPERATIONS = i32(-(2**31))
 _MILLISECOND = datetime.timedelta(milliseconds=1)
 
 # Kafka's default texts for the errors whose message reaches the wire (FindCoordinator v1+).
@@ -58,5 +60,5 @@ class Call:
     client: Client
 
 
-Answer = Any  # a kio response dataclass, or a Pending one
-Handler = Callable[[ApiContext, Call, Any], "Answer | Pending[Any]"]
+# A handler returns a kio response dataclass, or a Pending one for a parked answer.
+Handler = Callable[[ApiContext, Call, Any], Any]

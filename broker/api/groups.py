@@ -7,11 +7,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call
+from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
-_NO_OPERATIONS = i32(-(2**31))
 # With no authorizer Kafka 4.x reports READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
 _ALL_GROUP_OPERATIONS = i32(sum(1 << op for op in (3, 6, 8, 10, 11)))
 
@@ -45,7 +44,7 @@ def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
                     for m in d.members
                 ),
                 authorized_operations=(
-                    _ALL_GROUP_OPERATIONS if with_operations and d.error is ErrorCode.none else _NO_OPERATIONS
+                    _ALL_GROUP_OPERATIONS if with_operations and d.error is ErrorCode.none else NO_AUTHORIZED_OPERATIONS
                 ),
             )
         )

@@ -8,12 +8,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call
+from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call
 from broker.topics import Topic, is_valid_topic_name
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
-_NO_OPERATIONS = i32(-(2**31))
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -47,7 +46,7 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
             topic_id=topic.topic_id,
             is_internal=False,
             partitions=partitions,
-            topic_authorized_operations=_NO_OPERATIONS,
+            topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
         )
 
     def missing(name: str | None, error: ErrorCode, topic_id: Any = None) -> Any:
@@ -58,7 +57,7 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
             topic_id=topic_id if topic_id is not None else _ZERO_UUID,
             is_internal=False,
             partitions=(),
-            topic_authorized_operations=_NO_OPERATIONS,
+            topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
         )
 
     requested = body.topics
@@ -93,6 +92,6 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
         cluster_id=identity.cluster_id,
         controller_id=node,
         topics=topics,
-        cluster_authorized_operations=_NO_OPERATIONS,
+        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
         error_code=ErrorCode.none,
     )

@@ -576,8 +576,7 @@ class GroupCoordinator:
             return E.illegal_generation
         if state is EMPTY:
             return E.unknown_member_id
-        self.purgatory.schedule(member.heartbeat_key, member.session_timeout_ms, self._expiry_action(group, member))
-        member.last_heartbeat_ms = self.clock.now_ms()
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
         return E.rebalance_in_progress if state is PREPARING else E.none
 
     # ======================================================================
@@ -829,7 +828,6 @@ class GroupCoordinator:
             group.protocol_type or "",
             protocol or "",
             members,
-            found=True,
         )
 
     def list_groups(

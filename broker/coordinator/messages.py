@@ -150,7 +150,6 @@ class GroupDescription:
     protocol_type: str = ""
     protocol_data: str = ""
     members: tuple[DescribedMember, ...] = ()
-    found: bool = False
 
 
 @dataclass(slots=True, frozen=True)

@@ -7,7 +7,7 @@ Not applicable:
 * 137, second half, and the NOT_COORDINATOR cases: this single broker coordinates every group, so no group is
   "owned elsewhere".
 * 130's v6 GROUP_ID_NOT_FOUND and AuthorizedOperations are produced by the API layer from the coordinator's
-  not-found description (``found=False``); ACLs do not exist (no authorizer).
+  not-found description (state ``Dead``, no members); ACLs do not exist (no authorizer).
 * 135's "consumer" type matching KIP-848 groups: the broker has no KIP-848 groups, so it matches nothing.
 """
 
@@ -56,17 +56,17 @@ def three_groups(h: Harness) -> None:
 
 def test_130_describe_unknown_group() -> None:
     h = Harness()
-    assert h.coordinator.describe("nope") == GroupDescription("nope", E.none, "Dead", "", "", (), found=False)
+    assert h.coordinator.describe("nope") == GroupDescription("nope", E.none, "Dead", "", "", ())
     assert "nope" not in h.coordinator.groups
     # the empty string is a legal id, described as Dead
-    assert h.coordinator.describe("") == GroupDescription("", E.none, "Dead", "", "", (), found=False)
+    assert h.coordinator.describe("") == GroupDescription("", E.none, "Dead", "", "", ())
 
 
 def test_130_describe_dead_group_is_like_unknown() -> None:
     h = Harness()
     h.stable_group(2)
     h.group().transition_to(GroupState.DEAD, h.clock.now_ms())
-    assert h.coordinator.describe(GROUP) == GroupDescription(GROUP, E.none, "Dead", "", "", (), found=False)
+    assert h.coordinator.describe(GROUP) == GroupDescription(GROUP, E.none, "Dead", "", "", ())
 
 
 def test_131_describe_stable_group() -> None:
@@ -90,7 +90,6 @@ def test_131_describe_stable_group() -> None:
             DescribedMember(leader, "inst", "static-client", "/127.0.0.1", SUB, b"A"),
             DescribedMember(follower, None, "dyn-client", "/127.0.0.1", SUB, b"B"),
         ),
-        found=True,
     )
 
 
@@ -116,7 +115,6 @@ def test_132_describe_completing_rebalance_group() -> None:
         "consumer",
         "",
         tuple(DescribedMember(m, None, "client", "/127.0.0.1", b"", b"") for m in ids),
-        found=True,
     )
 
 
@@ -139,7 +137,6 @@ def test_132_describe_preparing_rebalance_group_keeps_last_assignment() -> None:
             DescribedMember(follower, None, "client", "/127.0.0.1", b"", follower.encode()),
             DescribedMember(newcomer_id, None, "late", "/127.0.0.1", b"", b""),
         ),
-        found=True,
     )
 
 
@@ -147,7 +144,7 @@ def test_132_describe_empty_group_with_protocol_type() -> None:
     h = Harness()
     (member,) = h.stable_group(1)
     assert h.leave(member).members[0].error is E.none
-    assert h.coordinator.describe(GROUP) == GroupDescription(GROUP, E.none, "Empty", "consumer", "", (), found=True)
+    assert h.coordinator.describe(GROUP) == GroupDescription(GROUP, E.none, "Empty", "consumer", "", ())
 
 
 # -- ListGroups ------------------------------------------------------------------------------
