@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from broker.api.api_versions import unsupported_version_response
-from broker.api.base import ApiContext, BrokerIdentity, Call
+from broker.api.base import NO_RESPONSE, ApiContext, BrokerIdentity, Call, CloseConnection
 from broker.api.dispatch import HANDLERS
 from broker.coordinator.clock import Clock, SystemClock
 from broker.coordinator.coordinator import GroupCoordinator
@@ -24,7 +24,9 @@ from broker.coordinator.messages import Client
 from broker.coordinator.pending import Pending
 from broker.coordinator.purgatory import Purgatory
 from broker.settings import Settings
-from broker.topics import TopicRegistry
+from broker.storage.delayed_fetch import DelayedFetches
+from broker.storage.partition_log import StorageBudget
+from broker.topics import Topic, TopicRegistry
 from protocol.apis import api_name
 from protocol.codec import Request, decode_request, encode_response, peek_client_id
 from protocol.errors import ProtocolError
@@ -170,6 +172,9 @@ class Connection(asyncio.Protocol):
                     answer.add_done_callback(partial(self._answer_parked, request))
                     return
                 answer = answer.value
+            if isinstance(answer, CloseConnection):
+                self.close(answer.reason)
+                return
             self._send(request, answer)
         if self._close_when_drained is not None:
             if not self._busy and not self._queue:
@@ -198,7 +203,7 @@ class Connection(asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self._drain)
 
     def _send(self, request: Request, response: Any) -> None:
-        if self._closed or self._transport is None:
+        if self._closed or self._transport is None or response is NO_RESPONSE:
             return
         version = 0 if request.body is None else request.api_version  # unsupported ApiVersions: v0 body
         self._transport.write(encode_response(request.api_key, version, request.correlation_id, response))
@@ -228,9 +233,17 @@ class BrokerServer:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.purgatory = Purgatory(self.clock)
         self.coordinator = GroupCoordinator(settings.group, self.clock, self.purgatory)
-        self.topics = TopicRegistry(auto_create=settings.auto_create_topics, default_partitions=settings.num_partitions)
+        self.topics = TopicRegistry(
+            auto_create=settings.auto_create_topics,
+            default_partitions=settings.num_partitions,
+            defaults=settings.log,
+            budget=StorageBudget(settings.storage_max_bytes),
+        )
         for name, partitions in settings.topics:
             self.topics.create(name, partitions)
+        self.topics.on_delete(self._topic_deleted)
+        self.fetches = DelayedFetches(self.purgatory)
+        self._schedule_retention()
         self.connections: set[Connection] = set()
         self._server: asyncio.Server | None = None
         self._timer: LoopTimer | None = None
@@ -245,7 +258,11 @@ class BrokerServer:
         self.port = self._server.sockets[0].getsockname()[1]
         host, port = self.settings.advertised(self.port)
         self.api = ApiContext(
-            self.coordinator, self.topics, BrokerIdentity(self.settings.node_id, host, port, self.settings.cluster_id)
+            self.coordinator,
+            self.topics,
+            BrokerIdentity(self.settings.node_id, host, port, self.settings.cluster_id),
+            self.clock,
+            self.fetches,
         )
         self._timer = LoopTimer(loop, self.clock, self.purgatory)
         log.info(
@@ -257,6 +274,19 @@ class BrokerServer:
             cluster_id=self.settings.cluster_id,
             initial_rebalance_delay_ms=self.settings.group.initial_rebalance_delay_ms,
         )
+
+    def _topic_deleted(self, topic: Topic) -> None:
+        self.coordinator.on_topic_deleted(topic.name)
+        log.info("topic deleted", topic=topic.name, topic_id=str(topic.topic_id))
+
+    def _schedule_retention(self) -> None:
+        self.purgatory.schedule(("log-retention",), self.settings.log_retention_check_interval_ms, self._retention)
+
+    def _retention(self) -> None:
+        dropped = self.topics.enforce_retention(self.clock.now_ms())
+        if dropped:
+            log.info("log retention", batches_deleted=dropped, stored_bytes=self.topics.budget.used)
+        self._schedule_retention()
 
     async def stop(self) -> None:
         """Stop listening, answer every parked request as Kafka does on unload, then hang up."""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from broker.coordinator.config import INT32_MAX, GroupConfig
-from broker.topics import parse_topic_spec
+from broker.topics import LogDefaults, parse_topic_spec
 
 ENV_PREFIX = "GROUP_BROKER_"
 
@@ -33,6 +33,9 @@ class Settings:
     topics: tuple[tuple[str, int], ...] = ()
     auto_create_topics: bool = True
     num_partitions: int = 1
+    log: LogDefaults = field(default_factory=LogDefaults)
+    log_retention_check_interval_ms: int = 300_000
+    storage_max_bytes: int = 1_073_741_824
     log_level: str = "info"
     log_format: str = "auto"
 
@@ -69,6 +72,11 @@ _OPTIONS: list[tuple[str, object, object, str]] = [
     ("--socket-request-max-bytes", int, 104_857_600, "socket.request.max.bytes"),
     ("--auto-create-topics-enable", _bool, True, "auto.create.topics.enable"),
     ("--num-partitions", int, 1, "num.partitions for auto-created topics"),
+    ("--log-retention-ms", int, 604_800_000, "log.retention.ms: topic default for retention.ms (-1: no limit)"),
+    ("--log-retention-bytes", int, -1, "log.retention.bytes: topic default for retention.bytes per partition"),
+    ("--log-retention-check-interval-ms", int, 300_000, "log.retention.check.interval.ms"),
+    ("--message-max-bytes", int, 1_048_588, "message.max.bytes: topic default for max.message.bytes"),
+    ("--storage-max-bytes", int, 1_073_741_824, "cap on bytes stored in all partition logs (-1: none)"),
     ("--log-level", str, "info", "debug, info, warning or error"),
     ("--log-format", str, "auto", "console, json, or auto (console on a terminal, JSON lines otherwise)"),
 ]
@@ -120,6 +128,13 @@ def from_arguments(args: argparse.Namespace) -> Settings:
         topics=tuple(parse_topic_spec(spec) for spec in args.topic),
         auto_create_topics=args.auto_create_topics_enable,
         num_partitions=args.num_partitions,
+        log=LogDefaults(
+            retention_ms=args.log_retention_ms,
+            retention_bytes=args.log_retention_bytes,
+            max_message_bytes=args.message_max_bytes,
+        ),
+        log_retention_check_interval_ms=args.log_retention_check_interval_ms,
+        storage_max_bytes=args.storage_max_bytes,
         log_level=args.log_level,
         log_format=args.log_format,
     )

@@ -1,24 +1,110 @@
-"""The topics this broker reports in Metadata.
+"""The topic registry: names, ids, partition logs and per-topic configs.
 
-Until the data plane exists this is a registry of names and partition counts:
-configured at start (``--topic NAME:PARTITIONS``) or created on first mention
-when auto-creation is on, as Kafka does with auto.create.topics.enable.
+Topics are created at start (``--topic NAME:PARTITIONS``), by CreateTopics, or
+on first mention in Metadata and Produce when auto-creation is on, as Kafka does
+with auto.create.topics.enable. A topic id is fixed for the topic's life; a
+topic deleted and created again gets a new one.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
-
-@dataclass(slots=True, frozen=True)
-class Topic:
-    name: str
-    partitions: int
-    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
-
+from broker.storage.partition_log import PartitionLog, StorageBudget
 
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+# Topic-level configs Kafka 4 accepts. The three the broker acts on are read from here;
+# the rest are kept and reported so client fixtures that set them keep working.
+KNOWN_TOPIC_CONFIGS = frozenset(
+    {
+        "cleanup.policy",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.type",
+        "compression.zstd.level",
+        "delete.retention.ms",
+        "file.delete.delay.ms",
+        "flush.messages",
+        "flush.ms",
+        "follower.replication.throttled.replicas",
+        "index.interval.bytes",
+        "leader.replication.throttled.replicas",
+        "local.retention.bytes",
+        "local.retention.ms",
+        "max.compaction.lag.ms",
+        "max.message.bytes",
+        "message.timestamp.after.max.ms",
+        "message.timestamp.before.max.ms",
+        "message.timestamp.type",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
+        "min.insync.replicas",
+        "preallocate",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
+        "remote.storage.enable",
+        "retention.bytes",
+        "retention.ms",
+        "segment.bytes",
+        "segment.index.bytes",
+        "segment.jitter.ms",
+        "segment.ms",
+        "unclean.leader.election.enable",
+    }
+)
+_INTEGER_CONFIGS = ("retention.ms", "retention.bytes", "max.message.bytes")
+
+
+class InvalidConfig(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class LogDefaults:
+    """Broker-wide defaults (Kafka's log.retention.ms, log.retention.bytes, message.max.bytes)."""
+
+    retention_ms: int = 604_800_000
+    retention_bytes: int = -1
+    max_message_bytes: int = 1_048_588
+
+
+class Topic:
+    __slots__ = ("configs", "defaults", "logs", "name", "topic_id")
+
+    def __init__(
+        self, name: str, partitions: int, budget: StorageBudget, defaults: LogDefaults, configs: Mapping[str, str]
+    ) -> None:
+        self.name = name
+        self.topic_id = uuid.uuid4()
+        self.defaults = defaults
+        self.configs = dict(configs)
+        self.logs = [PartitionLog(budget) for _ in range(partitions)]
+
+    @property
+    def partitions(self) -> int:
+        return len(self.logs)
+
+    def log(self, partition: int) -> PartitionLog | None:
+        return self.logs[partition] if 0 <= partition < len(self.logs) else None
+
+    def _int_config(self, name: str, default: int) -> int:
+        value = self.configs.get(name)
+        return default if value is None else int(value)
+
+    @property
+    def retention_ms(self) -> int:
+        return self._int_config("retention.ms", self.defaults.retention_ms)
+
+    @property
+    def retention_bytes(self) -> int:
+        return self._int_config("retention.bytes", self.defaults.retention_bytes)
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self._int_config("max.message.bytes", self.defaults.max_message_bytes)
 
 
 def is_valid_topic_name(name: str) -> bool:
@@ -26,14 +112,42 @@ def is_valid_topic_name(name: str) -> bool:
     return 0 < len(name) <= 249 and name not in (".", "..") and set(name) <= _LEGAL
 
 
+def check_configs(configs: Mapping[str, str | None]) -> None:
+    """Kafka's LogConfig.validate, for the configs this broker knows."""
+    for name, value in configs.items():
+        if name not in KNOWN_TOPIC_CONFIGS:
+            raise InvalidConfig(f"Unknown topic config name: {name}")
+        if name in _INTEGER_CONFIGS:
+            try:
+                number = int(value) if value is not None else None
+            except ValueError:
+                number = None
+            if number is None or (name == "max.message.bytes" and number < 0) or number < -1:
+                raise InvalidConfig(f"Invalid value {value} for configuration {name}")
+
+
 class TopicRegistry:
-    def __init__(self, *, auto_create: bool = True, default_partitions: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        auto_create: bool = True,
+        default_partitions: int = 1,
+        defaults: LogDefaults | None = None,
+        budget: StorageBudget | None = None,
+    ) -> None:
         self.auto_create = auto_create
         self.default_partitions = default_partitions
+        self.defaults = defaults if defaults is not None else LogDefaults()
+        self.budget = budget if budget is not None else StorageBudget(-1)
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self._on_delete: list[Callable[[Topic], None]] = []
 
-    def create(self, name: str, partitions: int) -> Topic:
+    def on_delete(self, callback: Callable[[Topic], None]) -> None:
+        self._on_delete.append(callback)
+
+    def create(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> Topic:
+        """The topic, created if it does not exist yet (start-up and auto-creation are idempotent)."""
         if not is_valid_topic_name(name):
             raise ValueError(f"illegal topic name {name!r}")
         if partitions < 1:
@@ -41,10 +155,27 @@ class TopicRegistry:
         existing = self._by_name.get(name)
         if existing is not None:
             return existing
-        topic = Topic(name, partitions)
+        topic = Topic(name, partitions, self.budget, self.defaults, configs or {})
         self._by_name[name] = topic
         self._by_id[topic.topic_id] = topic
         return topic
+
+    def get_or_auto_create(self, name: str) -> Topic | None:
+        topic = self._by_name.get(name)
+        if topic is None and self.auto_create and is_valid_topic_name(name):
+            topic = self.create(name, self.default_partitions)
+        return topic
+
+    def add_partitions(self, topic: Topic, total: int) -> None:
+        topic.logs.extend(PartitionLog(self.budget) for _ in range(total - topic.partitions))
+
+    def delete(self, topic: Topic) -> None:
+        del self._by_name[topic.name]
+        del self._by_id[topic.topic_id]
+        for log in topic.logs:
+            log.release()
+        for callback in self._on_delete:
+            callback(topic)
 
     def get(self, name: str) -> Topic | None:
         return self._by_name.get(name)
@@ -54,6 +185,14 @@ class TopicRegistry:
 
     def all(self) -> list[Topic]:
         return list(self._by_name.values())
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """One pass of Kafka's retention check over every partition; returns batches dropped."""
+        return sum(
+            log.enforce_retention(now_ms, topic.retention_ms, topic.retention_bytes)
+            for topic in self._by_name.values()
+            for log in topic.logs
+        )
 
 
 def parse_topic_spec(spec: str) -> tuple[str, int]:

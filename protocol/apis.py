@@ -25,13 +25,23 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
     API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
 
 
-# Minimums follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-1 and OffsetFetch v0).
+# Minimums follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-1, OffsetFetch v0, Produce v0-2,
+# Fetch v0-3, ListOffsets v0, CreateTopics v0-1 and DeleteTopics v0).
+# Produce stays advertised even for consumers: librdkafka will not fetch otherwise (clients.md G1).
+# ListOffsets stops at 10 so kafka-python infers Kafka 4.0 (G4).
 SUPPORTED_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType(
     {
+        ApiKey.PRODUCE: (3, 11),
+        ApiKey.FETCH: (4, 16),
+        ApiKey.LIST_OFFSETS: (1, 10),
         ApiKey.METADATA: (0, 13),
         ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 9),
@@ -43,6 +53,10 @@ SUPPORTED_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.API_VERSIONS: (0, 4),
+        ApiKey.CREATE_TOPICS: (2, 7),
+        ApiKey.DELETE_TOPICS: (1, 6),
+        ApiKey.INIT_PRODUCER_ID: (0, 5),
+        ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
     }

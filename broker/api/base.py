@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
+from broker.coordinator.clock import Clock
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.messages import Client
+from broker.storage.delayed_fetch import DelayedFetches
 from broker.topics import TopicRegistry
 
 NO_THROTTLE = datetime.timedelta(0)
@@ -50,6 +53,10 @@ class ApiContext:
     coordinator: GroupCoordinator
     topics: TopicRegistry
     identity: BrokerIdentity
+    clock: Clock
+    fetches: DelayedFetches
+    # Kafka hands out producer ids from 0 upward, in blocks; one broker needs only the counter.
+    producer_ids: Iterator[int] = field(default_factory=itertools.count)
 
 
 @dataclass(slots=True, frozen=True)
@@ -60,5 +67,19 @@ class Call:
     client: Client
 
 
-# A handler returns a kio response dataclass, or a Pending one for a parked answer.
+class NoResponse:
+    """Produce with acks=0: Kafka sends nothing back."""
+
+
+NO_RESPONSE = NoResponse()
+
+
+@dataclass(slots=True, frozen=True)
+class CloseConnection:
+    """Produce with acks=0 that failed: Kafka closes the connection so the producer notices."""
+
+    reason: str
+
+
+# A handler returns a kio response dataclass, a Pending one for a parked answer, NO_RESPONSE or CloseConnection.
 Handler = Callable[[ApiContext, Call, Any], Any]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from broker.api import find_coordinator, groups, membership, metadata, offsets
+from broker.api import fetch, find_coordinator, groups, membership, metadata, offsets, produce, topic_admin
 from broker.api.api_versions import api_versions
 from broker.api.base import Handler
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
@@ -12,6 +12,13 @@ from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 HANDLERS: MappingProxyType[int, Handler] = MappingProxyType(
     {
         ApiKey.API_VERSIONS: api_versions,
+        ApiKey.PRODUCE: produce.produce,
+        ApiKey.INIT_PRODUCER_ID: produce.init_producer_id,
+        ApiKey.FETCH: fetch.fetch,
+        ApiKey.LIST_OFFSETS: fetch.list_offsets,
+        ApiKey.CREATE_TOPICS: topic_admin.create_topics,
+        ApiKey.DELETE_TOPICS: topic_admin.delete_topics,
+        ApiKey.CREATE_PARTITIONS: topic_admin.create_partitions,
         ApiKey.METADATA: metadata.metadata,
         ApiKey.FIND_COORDINATOR: find_coordinator.find_coordinator,
         ApiKey.JOIN_GROUP: membership.join_group,

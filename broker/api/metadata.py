@@ -65,7 +65,7 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
         topics = tuple(describe(t) for t in ctx.topics.all())
     else:
         # v0-3 always allowed auto-creation; v4+ asks for it explicitly.
-        allow_create = ctx.topics.auto_create and getattr(body, "allow_auto_topic_creation", True)
+        allow_create = getattr(body, "allow_auto_topic_creation", True)
         answered = []
         for entry in requested:
             name = entry.name
@@ -74,9 +74,7 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
                 found = ctx.topics.by_id(topic_id) if topic_id is not None else None
                 answered.append(describe(found) if found else missing(None, ErrorCode.unknown_topic_id, topic_id))
                 continue
-            topic = ctx.topics.get(name)
-            if topic is None and allow_create and is_valid_topic_name(name):
-                topic = ctx.topics.create(name, ctx.topics.default_partitions)
+            topic = ctx.topics.get_or_auto_create(name) if allow_create else ctx.topics.get(name)
             if topic is not None:
                 answered.append(describe(topic))
             elif not is_valid_topic_name(name):

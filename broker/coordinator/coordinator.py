@@ -83,9 +83,7 @@ class GroupCoordinator:
         self.log: structlog.typing.FilteringBoundLogger = log or structlog.get_logger("coordinator")
         self.groups: dict[str, ClassicGroup] = {}
         self.active = True
-        self.purgatory.schedule(
-            _EXPIRATION_KEY, self.config.offsets_retention_check_interval_ms, self._expire_offsets
-        )
+        self.purgatory.schedule(_EXPIRATION_KEY, self.config.offsets_retention_check_interval_ms, self._expire_offsets)
 
     # ======================================================================
     # JoinGroup (section 7)
@@ -165,9 +163,7 @@ class GroupCoordinator:
         else:
             self._add_member_and_rebalance(group, request, new_member_id, pending)
 
-    def _join_existing_member(
-        self, group: ClassicGroup, request: JoinRequest, pending: Pending[JoinResult]
-    ) -> None:
+    def _join_existing_member(self, group: ClassicGroup, request: JoinRequest, pending: Pending[JoinResult]) -> None:
         member_id = request.member_id
         if group.is_in(DEAD):
             _answer(pending, E.coordinator_not_available, member_id)
@@ -452,9 +448,7 @@ class GroupCoordinator:
     def _member_list(group: ClassicGroup) -> tuple[JoinedMember, ...]:
         name = group.protocol_name
         assert name is not None
-        return tuple(
-            JoinedMember(m.member_id, m.group_instance_id, m.metadata(name)) for m in group.members.values()
-        )
+        return tuple(JoinedMember(m.member_id, m.group_instance_id, m.metadata(name)) for m in group.members.values())
 
     # ======================================================================
     # SyncGroup (section 8)
@@ -499,9 +493,7 @@ class GroupCoordinator:
         by_member = dict(assignments)  # duplicate member ids: the last one wins
         missing = [m for m in group.members if m not in by_member]
         if missing:
-            self.log.warning(
-                "leader left members without an assignment", group_id=group.group_id, members=missing
-            )
+            self.log.warning("leader left members without an assignment", group_id=group.group_id, members=missing)
         for member_id, member in group.members.items():
             member.assignment = by_member.get(member_id, b"")
         # An in-memory store never fails, so the group becomes Stable at once.
@@ -794,9 +786,7 @@ class GroupCoordinator:
                     self.log.info("offsets expired", group_id=group.group_id)
             if group.is_in(EMPTY) and not group.offsets:
                 self._delete_group(group, "empty group without offsets expired")
-        self.purgatory.schedule(
-            _EXPIRATION_KEY, self.config.offsets_retention_check_interval_ms, self._expire_offsets
-        )
+        self.purgatory.schedule(_EXPIRATION_KEY, self.config.offsets_retention_check_interval_ms, self._expire_offsets)
 
     # ======================================================================
     # Describe / List / Delete / OffsetDelete (section 14)
@@ -881,6 +871,15 @@ class GroupCoordinator:
                 group.offsets.pop((topic, partition), None)
             answer.append((topic, tuple((p, E.none) for p in partitions)))
         return OffsetDeleteResult(E.none, tuple(answer))
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """GroupCoordinator.onPartitionsDeleted: drop the topic's offsets; Empty groups left bare go too."""
+        for group in list(self.groups.values()):
+            doomed = [key for key in group.offsets if key[0] == topic]
+            for key in doomed:
+                del group.offsets[key]
+            if doomed and group.is_in(EMPTY) and not group.offsets:
+                self._delete_group(group, f"its last offsets belonged to deleted topic {topic}")
 
     # ======================================================================
     # Lifecycle

@@ -293,7 +293,7 @@ async def test_clean_close_is_not_an_error(server: BrokerServer) -> None:
 # (name, one whole frame payload sent first on a new connection, client id in the log, reason fragment)
 REQUEST_CASES: list[tuple[str, bytes, str, str]] = [
     ("unknown api key 999", header(999, 0) + b"\x00" * 8, BAD_CLIENT, "unsupported api key 999"),
-    ("api key not served (Produce)", header(ApiKey.PRODUCE, 9) + b"\x00" * 8, BAD_CLIENT, "unsupported api key 0"),
+    ("api key not served (OffsetForLeaderEpoch)", header(23, 4) + b"\x00" * 8, BAD_CLIENT, "unsupported api key 23"),
     ("negative api key", header(-5, 0), BAD_CLIENT, "unsupported api key -5"),
     ("garbage", b"\xff" * 24, "", "unsupported api key -1"),
     ("OffsetCommit v1", header(ApiKey.OFFSET_COMMIT, 1) + b"\x00\x01g", BAD_CLIENT, "OFFSET_COMMIT v1 is outside"),

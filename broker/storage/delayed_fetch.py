@@ -1,0 +1,93 @@
+"""Delayed fetches: a Fetch that found less than min_bytes waits for data or for max_wait.
+
+Like Kafka's DelayedFetch, a parked fetch watches the partitions it asked for;
+an append to one of them re-counts what it could return and completes it once
+min_bytes are there. The deadline is a keyed purgatory entry, so it runs on the
+same injected clock as every group timer.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+from broker.coordinator.pending import Pending
+from broker.coordinator.purgatory import Purgatory
+from broker.storage.partition_log import PartitionLog
+
+T = TypeVar("T")
+
+
+class _Waiter(Generic[T]):
+    __slots__ = ("build", "key", "min_bytes", "pending", "positions")
+
+    def __init__(
+        self,
+        key: tuple[str, int],
+        positions: Sequence[tuple[PartitionLog, int]],
+        min_bytes: int,
+        build: Callable[[], T],
+    ) -> None:
+        self.key = key
+        self.positions = positions
+        self.min_bytes = min_bytes
+        self.build = build
+        self.pending: Pending[T] = Pending()
+
+    def satisfied(self) -> bool:
+        available = 0
+        for log, offset in self.positions:
+            available += log.bytes_from(offset)
+            if available >= self.min_bytes:
+                return True
+        return False
+
+
+class DelayedFetches:
+    def __init__(self, purgatory: Purgatory) -> None:
+        self._purgatory = purgatory
+        self._watching: dict[int, set[_Waiter[object]]] = {}  # id(PartitionLog) -> parked fetches
+        self._ids = itertools.count()
+
+    def park(
+        self,
+        positions: Sequence[tuple[PartitionLog, int]],
+        min_bytes: int,
+        max_wait_ms: int,
+        build: Callable[[], T],
+    ) -> Pending[T]:
+        """A Pending answered by ``build()`` once min_bytes can be returned or max_wait has passed."""
+        waiter: _Waiter[T] = _Waiter(("delayed-fetch", next(self._ids)), positions, min_bytes, build)
+        for log, _ in positions:
+            self._watching.setdefault(id(log), set()).add(waiter)  # type: ignore[arg-type]
+        self._purgatory.schedule(waiter.key, max_wait_ms, lambda: self._complete(waiter))  # type: ignore[arg-type]
+        return waiter.pending
+
+    def appended(self, log: PartitionLog) -> None:
+        """New data in ``log``: complete the fetches that now have enough."""
+        waiters = self._watching.get(id(log))
+        if not waiters:
+            return
+        for waiter in [w for w in waiters if w.satisfied()]:
+            self._complete(waiter)
+
+    def log_removed(self, log: PartitionLog) -> None:
+        """The partition is gone (topic deleted): its fetches answer now, with the error."""
+        for waiter in list(self._watching.get(id(log), ())):
+            self._complete(waiter)
+
+    def _complete(self, waiter: _Waiter[object]) -> None:
+        if waiter.pending.done:
+            return
+        self._purgatory.cancel(waiter.key)
+        for log, _ in waiter.positions:
+            watchers = self._watching.get(id(log))
+            if watchers is not None:
+                watchers.discard(waiter)
+                if not watchers:
+                    del self._watching[id(log)]
+        waiter.pending.complete(waiter.build())
+
+    def __len__(self) -> int:
+        return len({w.key for ws in self._watching.values() for w in ws})

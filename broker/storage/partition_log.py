@@ -1,0 +1,242 @@
+"""One partition's log: stored batches, offsets, retention and idempotent-producer state.
+
+Batches are kept whole, as the producer sent them, so a Fetch answers with the
+bytes a Produce stored. With a single replica the high watermark, the log end
+offset and (without transactions) the last stable offset are the same number.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from broker.storage.records import NO_SEQUENCE, BatchHeader, InvalidBatch, record_timestamps, restamp
+
+# Kafka keeps the metadata of the last five batches per producer to answer retries (ProducerStateEntry).
+_RETAINED_BATCHES = 5
+_NO_EPOCH = -1
+LEADER_EPOCH = 0
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(slots=True)
+class StoredBatch:
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    data: bytes
+    header: BatchHeader
+
+
+@dataclass(slots=True, frozen=True)
+class _SequenceRange:
+    first_sequence: int
+    last_sequence: int
+    base_offset: int
+
+
+@dataclass(slots=True)
+class _ProducerEntry:
+    epoch: int = _NO_EPOCH
+    batches: collections.deque[_SequenceRange] = field(
+        default_factory=lambda: collections.deque(maxlen=_RETAINED_BATCHES)
+    )
+
+    def duplicate_of(self, header: BatchHeader) -> _SequenceRange | None:
+        if header.producer_epoch != self.epoch:
+            return None
+        for stored in self.batches:
+            if stored.first_sequence == header.base_sequence and stored.last_sequence == header.last_sequence:
+                return stored
+        return None
+
+    def check(self, header: BatchHeader) -> None:
+        """ProducerAppendInfo's epoch and sequence checks for a client append."""
+        if header.producer_epoch < self.epoch:
+            raise InvalidBatch(
+                ErrorCode.invalid_producer_epoch,
+                f"epoch {header.producer_epoch} of producer {header.producer_id} is smaller than "
+                f"the last seen epoch {self.epoch}",
+            )
+        first = header.base_sequence
+        if header.producer_epoch != self.epoch:
+            if first != 0 and self.epoch != _NO_EPOCH:
+                raise InvalidBatch(
+                    ErrorCode.out_of_order_sequence_number,
+                    f"invalid sequence number for new epoch of producer {header.producer_id}: {first} (expected 0)",
+                )
+            return
+        last = self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
+        # With no retained state (all its batches gone to retention) Kafka accepts any sequence.
+        if self.batches and not (first == last + 1 or (first == 0 and last == _INT32_MAX)):
+            raise InvalidBatch(
+                ErrorCode.out_of_order_sequence_number,
+                f"out of order sequence number for producer {header.producer_id}: {first} (incoming), "
+                f"{last} (current end sequence)",
+            )
+
+    def record(self, header: BatchHeader, base_offset: int) -> None:
+        if header.producer_epoch != self.epoch:
+            self.epoch = header.producer_epoch
+            self.batches.clear()
+        self.batches.append(_SequenceRange(header.base_sequence, header.last_sequence, base_offset))
+
+
+class StorageFull(Exception):
+    """The broker-wide cap on stored bytes would be exceeded."""
+
+
+class StorageBudget:
+    """Bytes stored across every partition, against the broker-wide cap."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.used = 0
+
+    def reserve(self, size: int) -> None:
+        if self.max_bytes >= 0 and self.used + size > self.max_bytes:
+            raise StorageFull(
+                f"storing {size} more bytes would exceed the broker's cap of {self.max_bytes} "
+                f"({self.used} stored); lower retention or raise --storage-max-bytes"
+            )
+        self.used += size
+
+    def release(self, size: int) -> None:
+        self.used -= size
+
+
+class PartitionLog:
+    def __init__(self, budget: StorageBudget) -> None:
+        self._budget = budget
+        self._batches: list[StoredBatch] = []
+        self._last_offsets: list[int] = []  # parallel to _batches, for bisect
+        self._producers: dict[int, _ProducerEntry] = {}
+        self.log_start_offset = 0
+        self.next_offset = 0
+        self.size_bytes = 0
+
+    @property
+    def high_watermark(self) -> int:
+        return self.next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.next_offset  # no transactions, so nothing is ever unstable
+
+    def append(self, header: BatchHeader, batch: bytes) -> int:
+        """Store a validated client batch and return its base offset (an earlier one for a duplicate retry)."""
+        entry: _ProducerEntry | None = None
+        if header.has_producer_id:
+            entry = self._producers.get(header.producer_id)
+            if entry is not None:
+                duplicate = entry.duplicate_of(header)
+                if duplicate is not None:
+                    return duplicate.base_offset
+                entry.check(header)
+        self._budget.reserve(len(batch))
+        base_offset = self.next_offset
+        stored = StoredBatch(
+            base_offset=base_offset,
+            last_offset=base_offset + header.last_offset_delta,
+            max_timestamp=header.max_timestamp,
+            data=restamp(batch, base_offset, LEADER_EPOCH),
+            header=header,
+        )
+        self._batches.append(stored)
+        self._last_offsets.append(stored.last_offset)
+        self.next_offset = stored.last_offset + 1
+        self.size_bytes += len(batch)
+        if header.has_producer_id:
+            if entry is None:
+                entry = self._producers[header.producer_id] = _ProducerEntry()
+            entry.record(header, base_offset)
+        return base_offset
+
+    def _index_of(self, offset: int) -> int:
+        """The index of the batch holding ``offset`` (or the first one after it)."""
+        return bisect.bisect_left(self._last_offsets, offset)
+
+    def bytes_from(self, offset: int) -> int:
+        """Bytes a fetch at ``offset`` could return now (what a delayed fetch counts toward min_bytes)."""
+        return sum(len(b.data) for b in self._batches[self._index_of(offset) :])
+
+    def read(self, offset: int, max_bytes: int, *, at_least_one: bool) -> bytes:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes``.
+
+        ``at_least_one`` is KIP-74: the first partition of a response returns its
+        first batch even when it is larger than the limit, so a consumer can
+        always make progress.
+        """
+        chunks: list[bytes] = []
+        total = 0
+        for stored in self._batches[self._index_of(offset) :]:
+            size = len(stored.data)
+            if total + size > max_bytes and not (at_least_one and not chunks):
+                break
+            chunks.append(stored.data)
+            total += size
+        return b"".join(chunks)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is at least ``timestamp``."""
+        for stored in self._batches:
+            if stored.max_timestamp < timestamp:
+                continue
+            records = record_timestamps(stored.header, stored.data)
+            if records is None:  # a codec the broker cannot read: the batch is the best it can say
+                return stored.base_offset, stored.max_timestamp
+            for offset, record_timestamp in records:
+                if record_timestamp >= timestamp:
+                    return offset, record_timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record carrying the largest timestamp."""
+        best: StoredBatch | None = None
+        for stored in self._batches:
+            if best is None or stored.max_timestamp > best.max_timestamp:
+                best = stored
+        if best is None:
+            return None
+        records = record_timestamps(best.header, best.data)
+        if records is None:
+            return best.last_offset, best.max_timestamp
+        return next(((o, t) for o, t in records if t == best.max_timestamp), (best.last_offset, best.max_timestamp))
+
+    def enforce_retention(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int:
+        """Drop whole batches from the front as Kafka drops segments; returns how many went."""
+        dropped = 0
+        while self._batches:
+            first = self._batches[0]
+            too_big = retention_bytes >= 0 and self.size_bytes - len(first.data) >= retention_bytes
+            too_old = retention_ms >= 0 and now_ms - first.max_timestamp > retention_ms
+            if not (too_big or too_old):
+                break
+            self._drop_first()
+            dropped += 1
+        if dropped:
+            self.log_start_offset = self._batches[0].base_offset if self._batches else self.next_offset
+            self._forget_producers_without_batches()
+        return dropped
+
+    def _drop_first(self) -> None:
+        first = self._batches.pop(0)
+        self._last_offsets.pop(0)
+        self.size_bytes -= len(first.data)
+        self._budget.release(len(first.data))
+
+    def _forget_producers_without_batches(self) -> None:
+        # Kafka removes a producer's state once none of its batches is left in the log.
+        for producer_id, entry in list(self._producers.items()):
+            if entry.batches and entry.batches[-1].base_offset < self.log_start_offset:
+                del self._producers[producer_id]
+
+    def release(self) -> None:
+        """Give every stored byte back to the budget (the topic is being deleted)."""
+        self._budget.release(self.size_bytes)
+        self._batches.clear()
+        self._last_offsets.clear()
+        self.size_bytes = 0
