@@ -105,7 +105,7 @@ class PollingThread(threading.Thread):
         while not self.stopping.is_set():
             try:
                 self._poll(self.consumer)
-            except Exception as error:  # the data plane is missing: fetch errors are expected
+            except Exception as error:  # kept and checked at the end: a consumer must see no errors
                 self.errors.append(error)
                 time.sleep(0.05)
             self.owned = self._assignment(self.consumer)
@@ -124,6 +124,7 @@ def run_threads(threads: list[PollingThread], close: Callable[[Any], None], time
     close(threads[0].consumer)  # graceful: LeaveGroup
     wait_until(lambda: balanced([t.owned for t in threads[1:]]), "the survivors to take over", timeout)
     assert_split([t.owned for t in threads[1:]])
+    assert [t.errors for t in threads[1:]] == [[], []]
 
 
 def kafka_python_scenario(bootstrap: str) -> None:
@@ -143,7 +144,11 @@ def kafka_python_scenario(bootstrap: str) -> None:
         for i in range(3)
     ]
     threads = [
-        PollingThread(c, lambda c: c.poll(timeout_ms=100), lambda c: {tp.partition for tp in c.assignment()})
+        # poll() timeouts of about 1 s, not 100 ms: kafka-python 3.0.12 can lose the completion of a
+        # JoinGroup/SyncGroup round that finishes while a timed-out poll() has left it in flight (its
+        # IO thread goes idle and the consumer never resumes; seen in about 1 run in 6 with 100 ms,
+        # never in 14 runs with 1 s; the broker answered every request, as the client's debug log shows).
+        PollingThread(c, lambda c: c.poll(timeout_ms=1000), lambda c: {tp.partition for tp in c.assignment()})
         for c in consumers
     ]
     try:
@@ -155,22 +160,7 @@ def kafka_python_scenario(bootstrap: str) -> None:
 
 
 def test_kafka_python_three_consumers_split_and_hand_over(broker_process: BrokerProcess) -> None:
-    """Up to three fresh groups, because of a kafka-python 3.0.12 client hang.
-
-    In about one run in ten, one kafka-python consumer stops making progress right after it has received a
-    correct SyncGroup (or JoinGroup) answer: its network thread stays busy in ``_process_events``, it never
-    heartbeats again, and the broker evicts it after its session timeout. The broker's log shows every answer
-    sent, and the client logs no error. It happens while the consumer spins on the ListOffsets it cannot send
-    (no data plane yet). A broker that splits the group wrongly fails every attempt.
-    """
-    failures: list[AssertionError] = []
-    for _ in range(3):
-        try:
-            kafka_python_scenario(broker_process.bootstrap)
-            return
-        except AssertionError as failure:
-            failures.append(failure)
-    raise AssertionError(f"three attempts failed: {failures}")
+    kafka_python_scenario(broker_process.bootstrap)
 
 
 # -- confluent-kafka (librdkafka) -------------------------------------------------------------
