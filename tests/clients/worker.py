@@ -9,8 +9,8 @@ flushed at once, so the test can follow it while it runs:
 
     {"event": "started", "pid": ..., "ts": ...}
     {"event": "assigned", "partitions": [...], "owned": [...], "generation": g, "member_id": m, "ts": ...}
-    {"event": "revoked", "partitions": [...], "owned": [...], "ts": ...}
-    {"event": "lost", "partitions": [...], "owned": [...], "ts": ...}
+    {"event": "revoked", "partitions": [...], "owned": [...], "generation": g, "member_id": m, "ts": ...}
+    {"event": "lost", ...same fields as revoked...}     (the membership was gone: confluent, kafka-python)
     {"event": "record", "partition": p, "offset": o, "key": k, "ts": ...}
     {"event": "committed", "offsets": {"p": next_offset}, "ts": ...}
     {"event": "commit_failed", "error": "...", "ts": ...}
@@ -18,8 +18,8 @@ flushed at once, so the test can follow it while it runs:
 
 "partitions" is what the client's rebalance callback was given (the whole assignment under the eager protocol,
 only the change under the cooperative one); "owned" is what the process holds once the callback has run.
-"generation" and "member_id" are the group generation and member id the assignment belongs to, read from the
-client (confluent-kafka exposes the generation only inside its serialized consumer group metadata).
+"generation" and "member_id" are the client's current generation and member id when the callback ran, read from
+the client (confluent-kafka exposes the generation only inside its serialized consumer group metadata).
 
 SIGTERM stops the poll loop and closes the consumer (LeaveGroup for a dynamic member; static members do not
 leave, KIP-345); SIGKILL kills it without a word.
@@ -35,7 +35,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 CLIENTS = ("aiokafka", "kafka-python", "confluent")
@@ -52,20 +52,29 @@ def emit(event: str, **fields: Any) -> None:
 
 
 class Ownership:
-    """The partitions this process holds, updated from the rebalance callbacks."""
+    """The partitions this process holds, updated from the rebalance callbacks.
+
+    ``identity`` reads the client's current (generation, member id) when a callback runs: an eager revocation
+    happens before the rejoin (the old generation), a cooperative one after the new generation's SyncGroup.
+    """
 
     def __init__(self) -> None:
         self.owned: set[int] = set()
+        self.identity: Callable[[], tuple[int, str]] = lambda: (-1, "")
 
-    def assigned(self, partitions: Iterable[int], generation: int, member_id: str) -> None:
-        parts = sorted(partitions)
-        self.owned |= set(parts)
-        emit("assigned", partitions=parts, owned=sorted(self.owned), generation=generation, member_id=member_id)
+    def assigned(self, partitions: Iterable[int]) -> None:
+        self._change("assigned", sorted(partitions), added=True)
 
     def revoked(self, partitions: Iterable[int], how: str = "revoked") -> None:
-        parts = sorted(partitions)
-        self.owned -= set(parts)
-        emit(how, partitions=parts, owned=sorted(self.owned))
+        self._change(how, sorted(partitions), added=False)
+
+    def _change(self, event: str, partitions: list[int], added: bool) -> None:
+        if added:
+            self.owned |= set(partitions)
+        else:
+            self.owned -= set(partitions)
+        generation, member_id = self.identity()
+        emit(event, partitions=partitions, owned=sorted(self.owned), generation=generation, member_id=member_id)
 
 
 def process(records: Iterable[tuple[int, int, bytes | None]]) -> dict[int, int]:
@@ -123,9 +132,9 @@ async def run_aiokafka(args: argparse.Namespace) -> None:
                 ownership.revoked(tp.partition for tp in revoked)
 
         async def on_partitions_assigned(self, assigned: Any) -> None:
-            coordinator = consumer._coordinator
-            ownership.assigned((tp.partition for tp in assigned), coordinator.generation, coordinator.member_id)
+            ownership.assigned(tp.partition for tp in assigned)
 
+    ownership.identity = lambda: (consumer._coordinator.generation, consumer._coordinator.member_id)
     consumer.subscribe([args.topic], listener=Listener())
     await consumer.start()
     try:
@@ -191,9 +200,13 @@ def run_kafka_python(args: argparse.Namespace, stopping: threading.Event) -> Non
             ownership.revoked((tp.partition for tp in lost), "lost")
 
         def on_partitions_assigned(self, assigned: Any) -> None:
-            generation = consumer._coordinator._generation
-            ownership.assigned((tp.partition for tp in assigned), generation.generation_id, generation.member_id)
+            ownership.assigned(tp.partition for tp in assigned)
 
+    def identity() -> tuple[int, str]:
+        generation = consumer._coordinator._generation
+        return generation.generation_id, generation.member_id
+
+    ownership.identity = identity
     consumer.subscribe(topics=[args.topic], listener=Listener())
     try:
         while not stopping.is_set():
@@ -202,7 +215,7 @@ def run_kafka_python(args: argparse.Namespace, stopping: threading.Event) -> Non
                 continue
             offsets = process((r.partition, r.offset, r.key) for rs in batch.values() for r in rs)
             try:
-                consumer.commit({TopicPartition(args.topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+                consumer.commit({TopicPartition(args.topic, p): OffsetAndMetadata(o) for p, o in offsets.items()})
                 emit_committed(offsets)
             except KafkaError as error:
                 emit("commit_failed", error=repr(error))
@@ -253,11 +266,12 @@ def run_confluent(args: argparse.Namespace, stopping: threading.Event) -> None:
             raise SystemExit("librdkafka has no eager sticky assignor")
         config["partition.assignment.strategy"] = args.assignor
     consumer = Consumer(config)
+    ownership.identity = lambda: confluent_generation(consumer)
 
     # The callbacks run inside consume()/close() on this thread; after they return, confluent-kafka applies
     # the (incremental, for cooperative-sticky) assignment itself.
     def on_assign(consumer: Any, partitions: list[Any]) -> None:
-        ownership.assigned((tp.partition for tp in partitions), *confluent_generation(consumer))
+        ownership.assigned(tp.partition for tp in partitions)
 
     def on_revoke(consumer: Any, partitions: list[Any]) -> None:
         ownership.revoked(tp.partition for tp in partitions)

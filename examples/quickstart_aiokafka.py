@@ -1,0 +1,54 @@
+"""Produce ten keyed records, consume them in a group, then add a second member and watch the rebalance.
+
+    python examples/quickstart_aiokafka.py [BOOTSTRAP]   (default localhost:9092)
+"""
+
+import asyncio
+import sys
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+BOOTSTRAP = sys.argv[1] if len(sys.argv) > 1 else "localhost:9092"
+TOPIC = "quickstart"
+GROUP = "quickstart-aiokafka"
+
+
+def consumer() -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
+        TOPIC, bootstrap_servers=BOOTSTRAP, group_id=GROUP, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+
+
+def owned(member: AIOKafkaConsumer) -> list[int]:
+    return sorted(tp.partition for tp in member.assignment())
+
+
+async def main() -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, enable_idempotence=True)
+    await producer.start()
+    for i in range(10):
+        await producer.send_and_wait(TOPIC, key=f"key-{i}".encode(), value=f"record {i}".encode())
+    await producer.stop()
+    print("produced 10 records")
+
+    first = consumer()
+    await first.start()
+    seen = 0
+    while seen < 10:
+        for records in (await first.getmany(timeout_ms=1000)).values():
+            for record in records:
+                print(f"consumed {record.topic}-{record.partition}@{record.offset}: {record.value!r}")
+            seen += len(records)
+    await first.commit()
+    print("first member owns", owned(first))
+
+    second = consumer()
+    await second.start()  # joining starts a rebalance; the broker logs it
+    while not (owned(first) and owned(second)):
+        await asyncio.gather(first.getmany(timeout_ms=200), second.getmany(timeout_ms=200))
+    print("after the rebalance: first owns", owned(first), "second owns", owned(second))
+    await second.stop()
+    await first.stop()
+
+
+asyncio.run(main())

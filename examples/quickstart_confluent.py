@@ -1,0 +1,50 @@
+"""Produce ten keyed records, consume them in a group, then add a second member and watch the rebalance.
+
+    python examples/quickstart_confluent.py [BOOTSTRAP]   (default localhost:9092)
+"""
+
+import sys
+
+from confluent_kafka import Consumer, Producer
+
+BOOTSTRAP = sys.argv[1] if len(sys.argv) > 1 else "localhost:9092"
+TOPIC = "quickstart"
+GROUP = "quickstart-confluent"
+
+
+def consumer() -> Consumer:
+    member = Consumer(
+        {"bootstrap.servers": BOOTSTRAP, "group.id": GROUP, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )
+    member.subscribe([TOPIC])
+    return member
+
+
+def owned(member: Consumer) -> list[int]:
+    return sorted(tp.partition for tp in member.assignment())
+
+
+producer = Producer({"bootstrap.servers": BOOTSTRAP, "enable.idempotence": True})
+for i in range(10):
+    producer.produce(TOPIC, key=f"key-{i}".encode(), value=f"record {i}".encode())
+assert producer.flush(30) == 0, "records left undelivered"
+print("produced 10 records")
+
+first = consumer()
+seen = 0
+while seen < 10:
+    record = first.poll(1.0)
+    if record is None or record.error():
+        continue
+    print(f"consumed {record.topic()}-{record.partition()}@{record.offset()}: {record.value()!r}")
+    seen += 1
+first.commit(asynchronous=False)
+print("first member owns", owned(first))
+
+second = consumer()  # joining starts a rebalance; the broker logs it
+while not (owned(first) and owned(second)):
+    first.poll(0.5)
+    second.poll(0.5)
+print("after the rebalance: first owns", owned(first), "second owns", owned(second))
+second.close()
+first.close()

@@ -1,0 +1,48 @@
+"""Produce ten keyed records, consume them in a group, then add a second member and watch the rebalance.
+
+    python examples/quickstart_kafka_python.py [BOOTSTRAP]   (default localhost:9092)
+"""
+
+import sys
+
+from kafka import KafkaConsumer, KafkaProducer
+
+BOOTSTRAP = sys.argv[1] if len(sys.argv) > 1 else "localhost:9092"
+TOPIC = "quickstart"
+GROUP = "quickstart-kafka-python"
+
+
+def consumer() -> KafkaConsumer:
+    return KafkaConsumer(
+        TOPIC, bootstrap_servers=BOOTSTRAP, group_id=GROUP, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+
+
+def owned(member: KafkaConsumer) -> list[int]:
+    return sorted(tp.partition for tp in member.assignment())
+
+
+producer = KafkaProducer(bootstrap_servers=BOOTSTRAP)  # idempotent by default
+for i in range(10):
+    producer.send(TOPIC, key=f"key-{i}".encode(), value=f"record {i}".encode())
+producer.flush()
+producer.close()
+print("produced 10 records")
+
+first = consumer()
+seen = 0
+while seen < 10:
+    for records in first.poll(timeout_ms=1000).values():
+        for record in records:
+            print(f"consumed {record.topic}-{record.partition}@{record.offset}: {record.value!r}")
+        seen += len(records)
+first.commit()
+print("first member owns", owned(first))
+
+second = consumer()  # its first poll joins the group and starts a rebalance; the broker logs it
+while not (owned(first) and owned(second)):
+    first.poll(timeout_ms=1000)
+    second.poll(timeout_ms=1000)
+print("after the rebalance: first owns", owned(first), "second owns", owned(second))
+second.close()
+first.close()
