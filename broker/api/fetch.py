@@ -16,7 +16,7 @@ from kio.static.primitive import i32, i64
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
 from broker.storage.partition_log import LEADER_EPOCH, PartitionLog
-from broker.topics import Topic
+from broker.topics import Topic, TopicRegistry
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -77,13 +77,13 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
             error = missing if topic is None else ErrorCode.unknown_topic_or_partition if log is None else None
             if error is None:
                 error = leader_epoch_error(getattr(p, "current_leader_epoch", _NO_EPOCH))
-            if error is None and log is not None and not log.log_start_offset <= p.fetch_offset <= log.high_watermark:
+            if error is None and log is not None and not _in_range(log, p.fetch_offset):
                 error = ErrorCode.offset_out_of_range
             reads.append(_Read(p.partition, error or ErrorCode.none, log, p.fetch_offset, p.partition_max_bytes))
         requested.append((fetch_topic.topic_id if by_id else fetch_topic.topic, topic, reads))
 
     read_committed = getattr(body, "isolation_level", 0) == _READ_COMMITTED
-    answer = _responder(cls, version, requested, body.max_bytes, read_committed)
+    answer = _responder(cls, version, requested, body.max_bytes, read_committed, ctx.topics)
     reads = [r for _, _, rs in requested for r in rs]
     max_wait_ms = millis(body.max_wait)
     failed = any(r.error is not ErrorCode.none for r in reads)
@@ -94,8 +94,17 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
     return ctx.fetches.park(positions, body.min_bytes, max_wait_ms, answer)
 
 
+def _in_range(log: PartitionLog, offset: int) -> bool:
+    return log.log_start_offset <= offset <= log.high_watermark
+
+
 def _responder(
-    cls: Any, version: int, requested: list[tuple[Any, Topic | None, list[_Read]]], max_bytes: int, committed: bool
+    cls: Any,
+    version: int,
+    requested: list[tuple[Any, Topic | None, list[_Read]]],
+    max_bytes: int,
+    committed: bool,
+    registry: TopicRegistry,
 ) -> Callable[[], Any]:
     """The response as it stands when called: a parked fetch reads the logs when it completes."""
     topic_cls = nested(cls, "FetchableTopicResponse")
@@ -112,8 +121,15 @@ def _responder(
             for read in reads:
                 log = read.log
                 error = read.error
-                if error is ErrorCode.none and (log is None or topic is None or topic.log(read.partition) is not log):
+                if error is ErrorCode.none and (
+                    log is None
+                    or topic is None
+                    or registry.by_id(topic.topic_id) is not topic
+                    or topic.log(read.partition) is not log
+                ):
                     error = ErrorCode.unknown_topic_or_partition  # deleted while the fetch was parked
+                if error is ErrorCode.none and log is not None and not _in_range(log, read.offset):
+                    error = ErrorCode.offset_out_of_range  # retention moved the log start past a parked fetch
                 if error is not ErrorCode.none or log is None:
                     partitions.append(_partition(partition_cls, read.partition, error, -1, -1, -1, aborted, b""))
                     continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import collections
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
@@ -143,7 +143,8 @@ class PartitionLog:
             last_offset=base_offset + header.last_offset_delta,
             max_timestamp=header.max_timestamp,
             data=restamp(batch, base_offset, LEADER_EPOCH),
-            header=header,
+            # The stored header is the restamped one: timestamp lookups number records from it.
+            header=replace(header, base_offset=base_offset, partition_leader_epoch=LEADER_EPOCH),
         )
         self._batches.append(stored)
         self._last_offsets.append(stored.last_offset)

@@ -20,6 +20,8 @@ HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base offset + batch length
 _MIN_BATCH_LENGTH = 14  # Kafka's RECORD_OVERHEAD_V0: anything shorter is corrupt whatever the magic
 _MAGIC_OFFSET = 16
+_HEADER_SIZE_UP_TO_MAGIC = 17
+_CURRENT_MAGIC = 2
 _CRC_OFFSET = 17
 _ATTRIBUTES_OFFSET = 21
 
@@ -96,8 +98,10 @@ def split_batches(records: bytes) -> list[tuple[BatchHeader, bytes]]:
     """The whole batches in a Produce partition's records, as Kafka's batch iterator sees them.
 
     Like ByteBufferLogInputStream, a trailing partial batch ends the iteration
-    rather than failing it; a declared length below the v0 record overhead is
-    corrupt.
+    rather than failing it; a declared length below the v0 record overhead, or
+    a magic byte no version has, is corrupt. A whole batch too short for its
+    own header is kept (its header zero-padded): Kafka refuses it later, in
+    validation, as corrupt.
     """
     batches: list[tuple[BatchHeader, bytes]] = []
     position = 0
@@ -109,17 +113,22 @@ def split_batches(records: bytes) -> list[tuple[BatchHeader, bytes]]:
                 ErrorCode.corrupt_message,
                 f"record batch size {batch_length} is smaller than the minimum allowed ({_MIN_BATCH_LENGTH})",
             )
-        size = LOG_OVERHEAD + batch_length
-        if end - position < size or end - position < HEADER_SIZE:
+        if end - position < _HEADER_SIZE_UP_TO_MAGIC:
             break
-        magic = records[position + _MAGIC_OFFSET]
-        if magic != 2:
+        (magic,) = struct.unpack_from(">b", records, position + _MAGIC_OFFSET)
+        if not 0 <= magic <= _CURRENT_MAGIC:
+            raise InvalidBatch(ErrorCode.corrupt_message, f"Invalid magic found in record: {magic}")
+        size = LOG_OVERHEAD + batch_length
+        if end - position < size:
+            break
+        if magic != _CURRENT_MAGIC:
             raise InvalidBatch(
                 ErrorCode.invalid_record,
                 "Produce requests with version 3 and above are only allowed to contain record batches "
                 "with magic version 2",
             )
-        batches.append((read_header(records, position), records[position : position + size]))
+        batch = records[position : position + size]
+        batches.append((read_header(batch.ljust(HEADER_SIZE, b"\x00")), batch))
         position += size
     return batches
 
@@ -134,6 +143,11 @@ def validate_client_batch(header: BatchHeader, batch: bytes, max_message_bytes: 
         raise InvalidBatch(
             ErrorCode.message_too_large,
             f"the record batch is {header.size} bytes, larger than max.message.bytes {max_message_bytes}",
+        )
+    if header.size < HEADER_SIZE:  # DefaultRecordBatch.isValid: shorter than the batch overhead
+        raise InvalidBatch(
+            ErrorCode.corrupt_message,
+            f"record batch is {header.size} bytes, smaller than the minimum allowed overhead {HEADER_SIZE}",
         )
     computed = crc32c(memoryview(batch)[_ATTRIBUTES_OFFSET:])
     if computed != header.crc:
