@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
+from broker.storage.delayed_fetch import FetchPosition, available_bytes
 from broker.storage.partition_log import LEADER_EPOCH, PartitionLog
 from broker.topics import Topic, TopicRegistry
 from protocol.apis import ApiKey
@@ -87,9 +88,8 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
     reads = [r for _, _, rs in requested for r in rs]
     max_wait_ms = millis(body.max_wait)
     failed = any(r.error is not ErrorCode.none for r in reads)
-    positions = [(r.log, r.offset) for r in reads if r.log is not None]
-    available = sum(log.bytes_from(offset) for log, offset in positions)
-    if max_wait_ms <= 0 or not reads or failed or available >= body.min_bytes:
+    positions = [FetchPosition(r.log, r.offset, r.max_bytes) for r in reads if r.log is not None]
+    if max_wait_ms <= 0 or not reads or failed or available_bytes(positions) >= body.min_bytes:
         return answer()
     return ctx.fetches.park(positions, body.min_bytes, max_wait_ms, answer)
 

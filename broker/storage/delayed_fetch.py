@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from broker.coordinator.pending import Pending
 from broker.coordinator.purgatory import Purgatory
@@ -19,13 +19,24 @@ from broker.storage.partition_log import PartitionLog
 T = TypeVar("T")
 
 
+class FetchPosition(NamedTuple):
+    log: PartitionLog
+    offset: int
+    max_bytes: int  # the partition's partition_max_bytes: no partition counts for more toward min_bytes
+
+
+def available_bytes(positions: Sequence[FetchPosition]) -> int:
+    """What DelayedFetch.tryComplete accumulates: each partition's bytes past its offset, up to its limit."""
+    return sum(min(log.bytes_from(offset), max_bytes) for log, offset, max_bytes in positions)
+
+
 class _Waiter(Generic[T]):
     __slots__ = ("build", "key", "min_bytes", "pending", "positions")
 
     def __init__(
         self,
         key: tuple[str, int],
-        positions: Sequence[tuple[PartitionLog, int]],
+        positions: Sequence[FetchPosition],
         min_bytes: int,
         build: Callable[[], T],
     ) -> None:
@@ -36,12 +47,7 @@ class _Waiter(Generic[T]):
         self.pending: Pending[T] = Pending()
 
     def satisfied(self) -> bool:
-        available = 0
-        for log, offset in self.positions:
-            available += log.bytes_from(offset)
-            if available >= self.min_bytes:
-                return True
-        return False
+        return available_bytes(self.positions) >= self.min_bytes
 
 
 class DelayedFetches:
@@ -52,14 +58,14 @@ class DelayedFetches:
 
     def park(
         self,
-        positions: Sequence[tuple[PartitionLog, int]],
+        positions: Sequence[FetchPosition],
         min_bytes: int,
         max_wait_ms: int,
         build: Callable[[], T],
     ) -> Pending[T]:
         """A Pending answered by ``build()`` once min_bytes can be returned or max_wait has passed."""
         waiter: _Waiter[T] = _Waiter(("delayed-fetch", next(self._ids)), positions, min_bytes, build)
-        for log, _ in positions:
+        for log, _, _ in positions:
             self._watching.setdefault(id(log), set()).add(waiter)  # type: ignore[arg-type]
         self._purgatory.schedule(waiter.key, max_wait_ms, lambda: self._complete(waiter))  # type: ignore[arg-type]
         return waiter.pending
@@ -81,7 +87,7 @@ class DelayedFetches:
         if waiter.pending.done:
             return
         self._purgatory.cancel(waiter.key)
-        for log, _ in waiter.positions:
+        for log, _, _ in waiter.positions:
             watchers = self._watching.get(id(log))
             if watchers is not None:
                 watchers.discard(waiter)

@@ -112,7 +112,11 @@ class PartitionLog:
     def __init__(self, budget: StorageBudget) -> None:
         self._budget = budget
         self._batches: list[StoredBatch] = []
-        self._last_offsets: list[int] = []  # parallel to _batches, for bisect
+        # Parallel to _batches: last offsets to find a batch by bisection, and where each batch starts in
+        # the log's byte stream (positions never reused, so bytes past any batch are one subtraction).
+        self._last_offsets: list[int] = []
+        self._starts: list[int] = []
+        self._end = 0
         self._producers: dict[int, _ProducerEntry] = {}
         self.log_start_offset = 0
         self.next_offset = 0
@@ -148,6 +152,8 @@ class PartitionLog:
         )
         self._batches.append(stored)
         self._last_offsets.append(stored.last_offset)
+        self._starts.append(self._end)
+        self._end += len(batch)
         self.next_offset = stored.last_offset + 1
         self.size_bytes += len(batch)
         if header.has_producer_id:
@@ -162,7 +168,8 @@ class PartitionLog:
 
     def bytes_from(self, offset: int) -> int:
         """Bytes a fetch at ``offset`` could return now (what a delayed fetch counts toward min_bytes)."""
-        return sum(len(b.data) for b in self._batches[self._index_of(offset) :])
+        index = self._index_of(offset)
+        return self._end - self._starts[index] if index < len(self._starts) else 0
 
     def read(self, offset: int, max_bytes: int, *, at_least_one: bool) -> bytes:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``.
@@ -173,7 +180,9 @@ class PartitionLog:
         """
         chunks: list[bytes] = []
         total = 0
-        for stored in self._batches[self._index_of(offset) :]:
+        batches = self._batches
+        for index in range(self._index_of(offset), len(batches)):
+            stored = batches[index]
             size = len(stored.data)
             if total + size > max_bytes and not (at_least_one and not chunks):
                 break
@@ -208,26 +217,23 @@ class PartitionLog:
         return next(((o, t) for o, t in records if t == best.max_timestamp), (best.last_offset, best.max_timestamp))
 
     def enforce_retention(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int:
-        """Drop whole batches from the front as Kafka drops segments; returns how many went."""
+        """Drop whole batches from the front as Kafka drops segments (a prefix only); returns how many went."""
         dropped = 0
-        while self._batches:
-            first = self._batches[0]
-            too_big = retention_bytes >= 0 and self.size_bytes - len(first.data) >= retention_bytes
-            too_old = retention_ms >= 0 and now_ms - first.max_timestamp > retention_ms
+        remaining = self.size_bytes
+        for stored in self._batches:
+            too_big = retention_bytes >= 0 and remaining - len(stored.data) >= retention_bytes
+            too_old = retention_ms >= 0 and now_ms - stored.max_timestamp > retention_ms
             if not (too_big or too_old):
                 break
-            self._drop_first()
+            remaining -= len(stored.data)
             dropped += 1
         if dropped:
+            del self._batches[:dropped], self._last_offsets[:dropped], self._starts[:dropped]
+            self._budget.release(self.size_bytes - remaining)
+            self.size_bytes = remaining
             self.log_start_offset = self._batches[0].base_offset if self._batches else self.next_offset
             self._forget_producers_without_batches()
         return dropped
-
-    def _drop_first(self) -> None:
-        first = self._batches.pop(0)
-        self._last_offsets.pop(0)
-        self.size_bytes -= len(first.data)
-        self._budget.release(len(first.data))
 
     def _forget_producers_without_batches(self) -> None:
         # Kafka removes a producer's state once none of its batches is left in the log.
@@ -240,4 +246,5 @@ class PartitionLog:
         self._budget.release(self.size_bytes)
         self._batches.clear()
         self._last_offsets.clear()
+        self._starts.clear()
         self.size_bytes = 0

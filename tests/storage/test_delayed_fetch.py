@@ -8,12 +8,13 @@ import pytest
 
 from broker.coordinator.clock import ManualClock
 from broker.coordinator.purgatory import Purgatory
-from broker.storage.delayed_fetch import DelayedFetches
+from broker.storage.delayed_fetch import DelayedFetches, FetchPosition
 from broker.storage.partition_log import PartitionLog, StorageBudget
 from broker.storage.records import split_batches
 from tests.storage import make_batch
 
 MAX_WAIT_MS = 500
+NO_LIMIT = 2**31 - 1
 
 
 @dataclass
@@ -37,12 +38,19 @@ class Rig:
         self.fetches.appended(log)
         return len(batch)
 
-    def park(self, positions: list[tuple[PartitionLog, int]], min_bytes: int, max_wait_ms: int = MAX_WAIT_MS) -> None:
+    def park(
+        self,
+        positions: list[tuple[PartitionLog, int]],
+        min_bytes: int,
+        max_wait_ms: int = MAX_WAIT_MS,
+        partition_max_bytes: int = NO_LIMIT,
+    ) -> None:
         def build() -> bytes:
             self.builds += 1
             return b"".join(log.read(offset, 1 << 20, at_least_one=True) for log, offset in positions)
 
-        pending = self.fetches.park(positions, min_bytes, max_wait_ms, build)
+        limited = [FetchPosition(log, offset, partition_max_bytes) for log, offset in positions]
+        pending = self.fetches.park(limited, min_bytes, max_wait_ms, build)
         pending.add_done_callback(self.answers.append)
         self.pending = pending
 
@@ -158,3 +166,13 @@ def test_each_fetch_has_its_own_threshold_and_deadline(rig: Rig) -> None:
     rig.clock.advance(1)
     assert large.done
     assert rig.builds == 2
+
+
+def test_a_partition_counts_no_more_than_its_partition_max_bytes(rig: Rig) -> None:
+    """DelayedFetch accumulates min(bytes available, partition_max_bytes) per partition."""
+    first, second = rig.logs
+    rig.park([(first, 0), (second, 0)], min_bytes=300, partition_max_bytes=200)
+    rig.append(first, 1000)
+    assert not rig.pending.done  # 1000 bytes there, but the partition counts for 200
+    rig.append(second, 150)
+    assert rig.pending.done
