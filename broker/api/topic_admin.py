@@ -22,6 +22,8 @@ _DYNAMIC_TOPIC_CONFIG, _DEFAULT_CONFIG = 1, 5
 _DEFAULT_REPLICATION_FACTOR = 1
 _BROKERS = 1
 _ZERO_UUID = uuid.UUID(int=0)
+_DUPLICATE_NAME = "Duplicate topic name."
+_UNKNOWN_TOPIC = "This server does not host this topic-partition."
 
 
 class _Refused(Exception):
@@ -31,82 +33,112 @@ class _Refused(Exception):
 
 
 def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
-    cls = response_schema(ApiKey.CREATE_TOPICS, call.api_version)
+    version = call.api_version
+    cls = response_schema(ApiKey.CREATE_TOPICS, version)
     result_cls = nested(cls, "CreatableTopicResult")
-    config_cls = nested(cls, "CreatableTopicConfigs")
+    config_cls = nested(cls, "CreatableTopicConfigs") if version >= 5 else None
     counts = Counter(t.name for t in body.topics)
     results = []
     for request in body.topics:
         name = request.name
+        if counts[name] > 1:
+            continue  # ControllerApis answers a duplicated name once, after the rest
         topic: Topic | None = None
         partitions, replication = -1, -1
         try:
-            if counts[name] > 1:
-                raise _Refused(ErrorCode.invalid_request, "Found multiple entries for this topic.")
+            # ReplicationControlManager.createTopics' order: name, existence, configs, then the partitioning.
             if not is_valid_topic_name(name):
                 raise _Refused(ErrorCode.invalid_topic_exception, f"Topic name {name!r} is illegal.")
             if ctx.topics.get(name) is not None:
                 raise _Refused(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
-            partitions, replication = _partitioning(ctx, request)
             configs = {c.name: c.value for c in request.configs}
+            nulls = [c.name for c in request.configs if c.value is None]
+            if nulls:
+                raise _Refused(
+                    ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}"
+                )
             try:
                 check_configs(configs)
             except InvalidConfig as bad:
                 raise _Refused(ErrorCode.invalid_config, str(bad)) from None
+            partitions, replication = _partitioning(ctx, request)
             if not body.validate_only:
-                topic = ctx.topics.create(name, partitions, {k: v for k, v in configs.items() if v is not None})
+                topic = ctx.topics.create(name, partitions, configs)
             error, message = ErrorCode.none, ""
         except _Refused as refusal:
             error, message = refusal.error, str(refusal)
             partitions, replication = -1, -1
-        described = None
-        if error is ErrorCode.none:
+        # An error result carries Kafka's defaults: no id, -1 counts, an empty config list.
+        described: tuple[Any, ...] = ()
+        if error is ErrorCode.none and config_cls is not None:
             overrides = topic.configs if topic is not None else {c.name: c.value for c in request.configs}
             described = _describe_configs(ctx, config_cls, overrides)
-        results.append(
-            build(
-                result_cls,
-                name=name,
-                topic_id=topic.topic_id if topic is not None else _ZERO_UUID,
-                error_code=error,
-                error_message=message or None,
-                topic_config_error_code=i16(0),
-                num_partitions=i32(partitions),
-                replication_factor=i16(replication),
-                configs=described,
-            )
-        )
+        results.append(_create_result(result_cls, name, error, message, topic, partitions, replication, described))
+    for name, count in counts.items():
+        if count > 1:
+            results.append(_create_result(result_cls, name, ErrorCode.invalid_request, _DUPLICATE_NAME))
     return build(cls, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def _create_result(
+    cls: type,
+    name: str,
+    error: ErrorCode,
+    message: str,
+    topic: Topic | None = None,
+    partitions: int = -1,
+    replication: int = -1,
+    configs: tuple[Any, ...] = (),
+) -> Any:
+    return build(
+        cls,
+        name=name,
+        topic_id=topic.topic_id if topic is not None else _ZERO_UUID,
+        error_code=error,
+        error_message=message or None,
+        topic_config_error_code=i16(0),
+        num_partitions=i32(partitions),
+        replication_factor=i16(replication),
+        configs=configs,
+    )
 
 
 def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int]:
     """Partition count and replication factor, checked as ReplicationControlManager.createTopic does."""
     if request.assignments:
+        if request.replication_factor != -1:
+            raise _Refused(
+                ErrorCode.invalid_request,
+                "A manual partition assignment was specified, but replication factor was not set to -1.",
+            )
         if request.num_partitions != -1:
             raise _Refused(
                 ErrorCode.invalid_request,
                 "A manual partition assignment was specified, but numPartitions was not set to -1.",
             )
-        if request.replication_factor != -1:
-            raise _Refused(
-                ErrorCode.invalid_request,
-                "A manual partition assignment was specified, but replicationFactor was not set to -1.",
-            )
-        indexes = sorted(a.partition_index for a in request.assignments)
-        if indexes != list(range(len(indexes))):
-            raise _Refused(ErrorCode.invalid_replica_assignment, "Partitions must be numbered consecutively from 0.")
+        seen: set[int] = set()
         for assignment in request.assignments:
+            if assignment.partition_index in seen:
+                raise _Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Found multiple manual partition assignments for partition {assignment.partition_index}",
+                )
+            seen.add(assignment.partition_index)
             _check_replicas(ctx, assignment.broker_ids)
-        return len(indexes), len(request.assignments[0].broker_ids)
-    partitions = request.num_partitions if request.num_partitions != -1 else ctx.topics.default_partitions
-    replication = request.replication_factor if request.replication_factor != -1 else _DEFAULT_REPLICATION_FACTOR
-    if partitions <= 0:
-        raise _Refused(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
-    if replication <= 0:
+        if seen != set(range(len(seen))):
+            raise _Refused(
+                ErrorCode.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence"
+            )
+        return len(seen), len(request.assignments[0].broker_ids)
+    if request.replication_factor < -1 or request.replication_factor == 0:
         raise _Refused(
             ErrorCode.invalid_replication_factor,
             "Replication factor must be larger than 0, or -1 to use the default value.",
         )
+    if request.num_partitions < -1 or request.num_partitions == 0:
+        raise _Refused(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+    partitions = request.num_partitions if request.num_partitions != -1 else ctx.topics.default_partitions
+    replication = request.replication_factor if request.replication_factor != -1 else _DEFAULT_REPLICATION_FACTOR
     if replication > _BROKERS:
         raise _Refused(
             ErrorCode.invalid_replication_factor,
@@ -117,20 +149,24 @@ def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int]:
 
 
 def _check_replicas(ctx: ApiContext, broker_ids: Any) -> None:
+    """ReplicationControlManager.validateManualPartitionAssignment, with this node the only broker."""
     if not broker_ids:
         raise _Refused(
             ErrorCode.invalid_replica_assignment, "The manual partition assignment includes an empty replica list."
         )
-    if len(set(broker_ids)) != len(broker_ids):
-        raise _Refused(
-            ErrorCode.invalid_replica_assignment, "The manual partition assignment includes duplicate replicas."
-        )
-    for broker_id in broker_ids:
+    previous = None
+    for broker_id in sorted(broker_ids):
         if broker_id != ctx.identity.node_id:
             raise _Refused(
                 ErrorCode.invalid_replica_assignment,
                 f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
             )
+        if broker_id == previous:
+            raise _Refused(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes the broker {broker_id} more than once.",
+            )
+        previous = broker_id
 
 
 def _describe_configs(ctx: ApiContext, cls: type, overrides: dict[str, Any]) -> tuple[Any, ...]:
@@ -149,48 +185,69 @@ def _describe_configs(ctx: ApiContext, cls: type, overrides: dict[str, Any]) -> 
 
 
 def delete_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
+    """ControllerApis.deleteTopics: malformed and duplicated entries are answered once each, the rest deleted."""
     version = call.api_version
     cls = response_schema(ApiKey.DELETE_TOPICS, version)
     result_cls = nested(cls, "DeletableTopicResult")
+    results: list[Any] = []
+
+    def answer(name: str | None, topic_id: uuid.UUID, error: ErrorCode, message: str | None) -> None:
+        results.append(build(result_cls, name=name, topic_id=topic_id, error_code=error, error_message=message))
+
     if version >= 6:
-        wanted = [(t.name, t.topic_id) for t in body.topics]
+        wanted = [(t.name, t.topic_id or _ZERO_UUID) for t in body.topics]
     else:
-        wanted = [(name, None) for name in body.topic_names]
-    names = Counter(name for name, _ in wanted if name is not None)
-    ids = Counter(topic_id for _, topic_id in wanted if topic_id is not None and topic_id.int != 0)
-    doomed: list[Topic] = []
-    results = []
+        wanted = [(name, _ZERO_UUID) for name in body.topic_names]
+    names: dict[str, int] = {}
+    ids: dict[uuid.UUID, int] = {}
     for name, topic_id in wanted:
-        by_id = topic_id is not None and topic_id.int != 0
-        topic: Topic | None = None
-        error, message = ErrorCode.none, None
-        if name is not None and by_id:
-            error, message = ErrorCode.invalid_request, "You may not specify both topic name and topic id."
-        elif (name is not None and names[name] > 1) or (by_id and ids[topic_id] > 1):
-            error, message = ErrorCode.invalid_request, "Duplicate topic name or id."
-        elif by_id:
+        if name is None and topic_id == _ZERO_UUID:
+            answer(None, _ZERO_UUID, ErrorCode.invalid_request, "Neither topic name nor id were specified.")
+        elif name is None:
+            ids[topic_id] = ids.get(topic_id, 0) + 1
+        elif topic_id == _ZERO_UUID:
+            names[name] = names.get(name, 0) + 1
+        else:
+            answer(name, topic_id, ErrorCode.invalid_request, "You may not specify both topic name and topic id.")
+    for name, count in names.items():
+        if count > 1:
+            answer(name, _ZERO_UUID, ErrorCode.invalid_request, _DUPLICATE_NAME)
+    for topic_id, count in ids.items():
+        if count > 1:
+            answer(None, topic_id, ErrorCode.invalid_request, "Duplicate topic id.")
+    duplicated_ids = {topic_id for topic_id, count in ids.items() if count > 1}
+    doomed: dict[uuid.UUID, Topic] = {}
+    for topic_id, count in ids.items():
+        if count == 1:
             topic = ctx.topics.by_id(topic_id)
             if topic is None:
-                error, message = ErrorCode.unknown_topic_id, "This server does not host this topic ID."
-        else:
-            topic = ctx.topics.get(name) if name is not None else None
-            if topic is None:
-                error, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
-        if topic is not None and topic not in doomed:
-            doomed.append(topic)
-        results.append(
-            build(
-                result_cls,
-                name=topic.name if topic is not None else name,
-                topic_id=topic.topic_id if topic is not None else (topic_id or _ZERO_UUID),
-                error_code=error,
-                error_message=message,
+                answer(None, topic_id, ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
+            else:
+                doomed[topic_id] = topic
+    for name, count in names.items():
+        if count > 1:
+            continue
+        topic = ctx.topics.get(name)
+        if topic is None:
+            answer(name, _ZERO_UUID, ErrorCode.unknown_topic_or_partition, _UNKNOWN_TOPIC)
+        elif topic.topic_id in duplicated_ids or topic.topic_id in doomed:
+            # Named and given by id too: neither entry is acted on.
+            duplicated_ids.add(topic.topic_id)
+            doomed.pop(topic.topic_id, None)
+            answer(
+                name,
+                topic.topic_id,
+                ErrorCode.invalid_request,
+                "The provided topic name maps to an ID that was already supplied.",
             )
-        )
-    for topic in doomed:
+        else:
+            doomed[topic.topic_id] = topic
+    for topic in doomed.values():
+        logs = list(topic.logs)
         ctx.topics.delete(topic)
-        for log in topic.logs:
+        for log in logs:
             ctx.fetches.log_removed(log)
+        answer(topic.name, topic.topic_id, ErrorCode.none, None)
     return build(cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
@@ -198,14 +255,20 @@ def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
     cls = response_schema(ApiKey.CREATE_PARTITIONS, call.api_version)
     result_cls = nested(cls, "CreatePartitionsTopicResult")
     counts = Counter(t.name for t in body.topics)
-    results = []
+    # ControllerApis answers each duplicated name once, before the rest.
+    results = [
+        build(result_cls, name=name, error_code=ErrorCode.invalid_request, error_message=_DUPLICATE_NAME)
+        for name, count in counts.items()
+        if count > 1
+    ]
     for request in body.topics:
+        if counts[request.name] > 1:
+            continue
         try:
-            if counts[request.name] > 1:
-                raise _Refused(ErrorCode.invalid_request, "Duplicate topic name.")
             topic = ctx.topics.get(request.name)
             if topic is None:
-                raise _Refused(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+                # A bare UnknownTopicOrPartitionException: ApiError.fromThrowable sends no message.
+                raise _Refused(ErrorCode.unknown_topic_or_partition, "")
             if request.count < topic.partitions:
                 raise _Refused(
                     ErrorCode.invalid_partitions,
