@@ -51,6 +51,12 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
                 raise _Refused(ErrorCode.invalid_topic_exception, f"Topic name {name!r} is illegal.")
             if ctx.topics.get(name) is not None:
                 raise _Refused(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+            clash = _colliding_topic(ctx, name)
+            if clash is not None:
+                # '.' and '_' both become '_' in metric names, so Kafka refuses names equal up to them.
+                raise _Refused(
+                    ErrorCode.invalid_topic_exception, f"Topic '{name}' collides with existing topic: {clash}"
+                )
             configs = {c.name: c.value for c in request.configs}
             nulls = [c.name for c in request.configs if c.value is None]
             if nulls:
@@ -101,6 +107,11 @@ def _create_result(
         replication_factor=i16(replication),
         configs=configs,
     )
+
+
+def _colliding_topic(ctx: ApiContext, name: str) -> str | None:
+    unified = name.replace(".", "_")
+    return next((t.name for t in ctx.topics.all() if t.name.replace(".", "_") == unified), None)
 
 
 def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int]:

@@ -759,3 +759,16 @@ async def test_deleting_a_topic_answers_a_parked_fetch(
     again = await fetcher.call(data_fetch_request(fetch_version, key, [0]))
     expected = E.unknown_topic_id if fetch_version >= 13 else E.unknown_topic_or_partition
     assert again.responses[0].partitions[0].error_code is expected
+
+
+async def test_create_topics_refuses_a_name_colliding_up_to_dot_and_underscore(
+    server: BrokerServer, connect: Connect
+) -> None:
+    """ReplicationControlManager: 'a.b' and 'a_b' share metric names, so the second one is refused."""
+    client = await connect()
+    first = (await client.call(create_request(7, new_topic(7, "metrics.topic")))).topics[0]
+    assert first.error_code is ErrorCode.none
+    second = (await client.call(create_request(7, new_topic(7, "metrics_topic")))).topics[0]
+    assert second.error_code is ErrorCode.invalid_topic_exception
+    assert second.error_message == "Topic 'metrics_topic' collides with existing topic: metrics.topic"
+    assert server.topics.get("metrics_topic") is None
