@@ -3,9 +3,9 @@
     python -m tests.clients.worker --client {aiokafka|kafka-python|confluent} --bootstrap HOST:PORT
         --group GROUP --topic TOPIC [--instance-id ID] [--assignor NAME] [--session-timeout-ms MS] ...
 
-It subscribes to one topic, processes each poll batch (prints one line per record), then commits the batch's
-offsets synchronously before polling again: at-least-once. Everything it does is one JSON line on stdout,
-flushed at once, so the test can follow it while it runs:
+It subscribes to one topic, processes each poll batch (prints one line per record, then spends
+``--processing-ms`` on it), then commits the batch's offsets synchronously before polling again: at-least-once.
+Everything it does is one JSON line on stdout, flushed at once, so the test can follow it while it runs:
 
     {"event": "started", "pid": ..., "ts": ...}
     {"event": "assigned", "partitions": [...], "owned": [...], "generation": g, "member_id": m, "ts": ...}
@@ -14,6 +14,7 @@ flushed at once, so the test can follow it while it runs:
     {"event": "record", "partition": p, "offset": o, "key": k, "ts": ...}
     {"event": "committed", "offsets": {"p": next_offset}, "ts": ...}
     {"event": "commit_failed", "error": "...", "ts": ...}
+    {"event": "closing", "ts": ...}                    (the poll loop has stopped; close() is called now)
     {"event": "closed", "ts": ...}
 
 "partitions" is what the client's rebalance callback was given (the whole assignment under the eager protocol,
@@ -29,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
+import logging
 import os
 import signal
 import sys
@@ -144,13 +147,14 @@ async def run_aiokafka(args: argparse.Namespace) -> None:
                 continue
             async with batch_lock:
                 offsets = process((r.partition, r.offset, r.key) for rs in batch.values() for r in rs)
+                await asyncio.sleep(args.processing_ms / 1000)
                 try:
                     await consumer.commit({TopicPartition(args.topic, p): o for p, o in offsets.items()})
                     emit_committed(offsets)
                 except KafkaError as error:
                     emit("commit_failed", error=repr(error))
-            await asyncio.sleep(args.batch_delay_ms / 1000)
     finally:
+        emit("closing")
         await consumer.stop()
         emit("closed")
 
@@ -208,19 +212,26 @@ def run_kafka_python(args: argparse.Namespace, stopping: threading.Event) -> Non
 
     ownership.identity = identity
     consumer.subscribe(topics=[args.topic], listener=Listener())
+    # kafka-python 3.0.12 can drop a JoinGroup/SyncGroup round that finishes while no poll() is waiting for it,
+    # if that rejoin was started by new topic metadata rather than by the group: the leader's own assignment
+    # then makes need_rejoin() false, the finished round is never applied, heartbeats stay disabled, and the
+    # broker evicts the member after its session timeout. A leader that joins before it knows the topic always
+    # starts such a rejoin (clients.md G9), so learn the topic's partitions first, and poll with long timeouts.
+    consumer.partitions_for_topic(args.topic)
     try:
         while not stopping.is_set():
-            batch = consumer.poll(timeout_ms=200)
+            batch = consumer.poll(timeout_ms=1000)
             if not batch:
                 continue
             offsets = process((r.partition, r.offset, r.key) for rs in batch.values() for r in rs)
+            time.sleep(args.processing_ms / 1000)
             try:
                 consumer.commit({TopicPartition(args.topic, p): OffsetAndMetadata(o) for p, o in offsets.items()})
                 emit_committed(offsets)
             except KafkaError as error:
                 emit("commit_failed", error=repr(error))
-            time.sleep(args.batch_delay_ms / 1000)
     finally:
+        emit("closing")
         consumer.close(autocommit=False)
         emit("closed")
 
@@ -283,15 +294,17 @@ def run_confluent(args: argparse.Namespace, stopping: threading.Event) -> None:
     try:
         while not stopping.is_set():
             messages = consumer.consume(num_messages=args.max_poll_records, timeout=0.2)
-            records = []
+            records: list[tuple[int, int, bytes | None]] = []
             for message in messages:
-                if message.error() is not None:
+                partition, offset = message.partition(), message.offset()
+                if message.error() is not None or partition is None or offset is None:
                     emit("error", error=str(message.error()))
                     continue
-                records.append((message.partition(), message.offset(), message.key()))
+                records.append((partition, offset, message.key()))
             if not records:
                 continue
             offsets = process(records)
+            time.sleep(args.processing_ms / 1000)
             try:
                 consumer.commit(
                     offsets=[TopicPartition(args.topic, p, o) for p, o in offsets.items()], asynchronous=False
@@ -299,8 +312,8 @@ def run_confluent(args: argparse.Namespace, stopping: threading.Event) -> None:
                 emit_committed(offsets)
             except KafkaException as error:
                 emit("commit_failed", error=repr(error))
-            time.sleep(args.batch_delay_ms / 1000)
     finally:
+        emit("closing")
         consumer.close()
         emit("closed")
 
@@ -321,12 +334,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--metadata-max-age-ms", type=int, default=1000)
     parser.add_argument("--max-poll-records", type=int, default=500)
-    parser.add_argument("--batch-delay-ms", type=int, default=0, help="pause after each committed batch")
+    parser.add_argument(
+        "--processing-ms", type=int, default=0, help="time each batch takes: a pause between its records and its commit"
+    )
+    parser.add_argument("--log-level", default="WARNING", help="the client library's log level (on stderr)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    # Client logs go to stderr (the test keeps it); SIGUSR1 dumps every thread's stack there, for a stuck client.
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(threadName)s %(name)s %(message)s"
+    )
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     emit("started", pid=os.getpid(), client=args.client, instance_id=args.instance_id)
     if args.client == "aiokafka":
         asyncio.run(run_aiokafka(args))
