@@ -7,6 +7,7 @@ import contextlib
 import io
 import itertools
 import struct
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
@@ -14,6 +15,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 from protocol.apis import ApiKey
+from protocol.codec import build, nested
 
 
 class WireClient:
@@ -84,3 +86,17 @@ class WireClient:
 
 def request_schema(api_key: int, version: int) -> Any:
     return load_request_schema(api_key, version)
+
+
+# Opens a client connection to the test's broker (the ``connect`` fixture in tests/wire/conftest.py).
+Connect = Callable[..., Awaitable[WireClient]]
+
+
+def request(api: int, version: int, /, **values: Any) -> Any:
+    """The request of ``api`` at ``version`` from the fields that version has."""
+    return build(load_request_schema(api, version), **values)
+
+
+def part(api: int, version: int, name: str, /, **values: Any) -> Any:
+    """A nested structure ``name`` of that request."""
+    return build(nested(load_request_schema(api, version), name), **values)

@@ -29,7 +29,7 @@ from broker.server import BrokerServer
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import build, nested
 from tests.conftest import broker_settings
-from tests.wire.client import WireClient
+from tests.wire.client import WireClient, request
 
 E = ErrorCode
 SESSION = datetime.timedelta(seconds=10)
@@ -37,8 +37,6 @@ BAD_CLIENT = "bad-client"
 STEADY_GROUP = "steady"
 
 
-def request(api: int, version: int, /, **values: Any) -> Any:
-    return build(load_request_schema(api, version), **values)
 
 
 def join_request(version: int, group_id: str, member_id: str = "") -> Any:

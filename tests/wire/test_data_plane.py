@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId, ProducerId
 from kio.static.primitive import i8, i16, i32, i64
@@ -23,12 +22,10 @@ from kio.static.primitive import i8, i16, i32, i64
 from broker.server import BrokerServer
 from broker.storage.records import restamp
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
-from protocol.codec import build, nested
 from tests.storage import BASE_TIMESTAMP, make_batch
-from tests.wire.client import WireClient
+from tests.wire.client import Connect, WireClient, part, request
 
 E = ErrorCode
-Connect = Callable[..., Awaitable[WireClient]]
 
 TOPIC = "topic"  # created with 3 partitions by the server fixture
 TIMEOUT = datetime.timedelta(seconds=5)
@@ -42,26 +39,10 @@ def versions(api: ApiKey, low: int | None = None) -> list[int]:
     return list(range(max(first, low if low is not None else first), last + 1))
 
 
-def request(api: int, version: int, /, **values: Any) -> Any:
-    return build(load_request_schema(api, version), **values)
 
 
-def part(api: int, version: int, name: str, /, **values: Any) -> Any:
-    return build(nested(load_request_schema(api, version), name), **values)
 
 
-@pytest.fixture
-async def connect(server: BrokerServer) -> AsyncIterator[Connect]:
-    opened: list[WireClient] = []
-
-    async def open_client(client_id: str = "data-plane-test") -> WireClient:
-        client = await WireClient.connect(server.port, client_id)
-        opened.append(client)
-        return client
-
-    yield open_client
-    for client in opened:
-        await client.close()
 
 
 # -- request builders ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,20 +24,17 @@ from broker.server import BrokerServer
 from protocol.apis import ApiKey
 from protocol.codec import has_field
 from tests.conftest import broker_settings
-from tests.wire.client import WireClient
+from tests.wire.client import Connect, WireClient, part, request
 from tests.wire.test_versions import (
     commit_errors,
     commit_request,
     fetch_request,
     fetched,
-    part,
-    request,
     stable_group,
     versions,
 )
 
 E = ErrorCode
-Connect = Callable[..., Awaitable[WireClient]]
 
 ZERO_UUID = uuid.UUID(int=0)
 TIMEOUT = datetime.timedelta(seconds=30)
@@ -51,18 +48,6 @@ DUPLICATE = "Duplicate topic name."
 METADATA_VERSION = 12  # topic ids, lookups by name
 
 
-@pytest.fixture
-async def connect(server: BrokerServer) -> AsyncIterator[Connect]:
-    opened: list[WireClient] = []
-
-    async def open_client(client_id: str = "topic-admin") -> WireClient:
-        client = await WireClient.connect(server.port, client_id)
-        opened.append(client)
-        return client
-
-    yield open_client
-    for client in opened:
-        await client.close()
 
 
 # -- request builders ---------------------------------------------------------------------------

@@ -13,11 +13,10 @@ import datetime
 import io
 import struct
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.primitive import i8, i16, i32, i64
@@ -25,11 +24,10 @@ from kio.static.primitive import i8, i16, i32, i64
 from broker.coordinator.group import GroupState
 from broker.server import BrokerServer
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
-from protocol.codec import build, has_field, nested
-from tests.wire.client import WireClient
+from protocol.codec import has_field
+from tests.wire.client import Connect, WireClient, part, request
 
 E = ErrorCode
-Connect = Callable[..., Awaitable[WireClient]]
 
 SESSION = datetime.timedelta(seconds=10)
 NO_RETENTION = datetime.timedelta(milliseconds=-1)
@@ -43,14 +41,8 @@ def versions(api: ApiKey) -> list[int]:
     return list(range(low, high + 1))
 
 
-def request(api: int, version: int, /, **values: Any) -> Any:
-    """The request of ``api`` at ``version`` from the fields that version has."""
-    return build(load_request_schema(api, version), **values)
 
 
-def part(api: int, version: int, name: str, /, **values: Any) -> Any:
-    """A nested entity of a request schema (``JoinGroupRequestProtocol`` and the like)."""
-    return build(nested(load_request_schema(api, version), name), **values)
 
 
 def subscription(*topics: str) -> bytes:
@@ -65,19 +57,6 @@ METADATA = subscription("topic")
 ASSIGNMENT = b"\x00\x00assignment"
 
 
-@pytest.fixture
-async def connect(server: BrokerServer) -> AsyncIterator[Connect]:
-    """Opens client connections to the broker; all are closed at teardown."""
-    opened: list[WireClient] = []
-
-    async def open_client(client_id: str = "wire-test") -> WireClient:
-        client = await WireClient.connect(server.port, client_id)
-        opened.append(client)
-        return client
-
-    yield open_client
-    for client in opened:
-        await client.close()
 
 
 # -- group helpers ------------------------------------------------------------------------
