@@ -261,7 +261,6 @@ class BrokerServer:
             self.coordinator,
             self.topics,
             BrokerIdentity(self.settings.node_id, host, port, self.settings.cluster_id),
-            self.clock,
             self.fetches,
         )
         self._timer = LoopTimer(loop, self.clock, self.purgatory)

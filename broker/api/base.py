@@ -11,7 +11,6 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.coordinator.clock import Clock
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.messages import Client
 from broker.storage.delayed_fetch import DelayedFetches
@@ -53,7 +52,6 @@ class ApiContext:
     coordinator: GroupCoordinator
     topics: TopicRegistry
     identity: BrokerIdentity
-    clock: Clock
     fetches: DelayedFetches
     # Kafka hands out producer ids from 0 upward, in blocks; one broker needs only the counter.
     producer_ids: Iterator[int] = field(default_factory=itertools.count)
