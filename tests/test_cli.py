@@ -140,3 +140,31 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
         broker.stop()
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1:{broker.port}" in result.stderr
+
+
+def test_log_limits_from_flags_and_environment_reach_a_real_producer(tmp_path: Path) -> None:
+    """message.max.bytes from the environment and the storage cap from a flag, as kafka-python sees them."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaStorageError, MessageSizeTooLargeError
+
+    os.environ["GROUP_BROKER_MESSAGE_MAX_BYTES"] = "1500"
+    try:
+        broker = start_broker_process(tmp_path, "--topic", "limited:1", "--storage-max-bytes", "4000")
+    finally:
+        del os.environ["GROUP_BROKER_MESSAGE_MAX_BYTES"]
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, retries=0, linger_ms=0)
+    try:
+        with pytest.raises(MessageSizeTooLargeError):
+            producer.send("limited", b"x" * 2000).get(timeout=10)
+        stored = 0
+        with pytest.raises(KafkaStorageError):
+            for _ in range(10):
+                producer.send("limited", b"y" * 1000).get(timeout=10)
+                stored += 1
+        assert stored == 3  # batches of a little over 1000 bytes: the fourth would pass 4000
+    finally:
+        producer.close()
+        broker.stop()
+    log = broker.log()
+    assert "max.message.bytes 1500" in log
+    assert "would exceed the broker's cap of 4000" in log
