@@ -27,15 +27,18 @@ from broker.settings import Settings
 from broker.storage.delayed_fetch import DelayedFetches
 from broker.storage.partition_log import StorageBudget
 from broker.topics import Topic, TopicRegistry
-from protocol.apis import api_name
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_name
 from protocol.codec import Request, decode_request, encode_response, peek_client_id
 from protocol.errors import ProtocolError
 from protocol.framing import FrameError, FrameReader
+from protocol.heartbeat import HEARTBEAT_KEY, decode_heartbeat, encode_heartbeat_response
 
 log = structlog.get_logger("server")
 
 # Stop reading from a client that has this many requests queued behind a parked one.
 _MAX_QUEUED_REQUESTS = 256
+_HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.HEARTBEAT][1]
+_HEARTBEAT_KEY_BYTES = HEARTBEAT_KEY.to_bytes(2, "big")
 
 
 class LoopTimer:
@@ -88,7 +91,10 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self._closed = False
         self._client_id = ""
+        self._client_id_raw = b""  # as the Heartbeat fast path reads it
         self._client = Client("", "/unknown")
+        # Answers written during one pass over the queue go out in one write: one syscall, not one per request.
+        self._out: list[bytes] = []
         self.peer = "unknown"
         self._drain_scheduled = False
         # Set when the connection must end once what is queued is answered ("" = quietly, else the reason).
@@ -147,8 +153,28 @@ class Connection(asyncio.Protocol):
 
     def _drain(self) -> None:
         self._drain_scheduled = False
+        coordinator = self._server.coordinator
         while not self._busy and self._queue and not self._closed:
             frame = self._queue.popleft()
+            if frame[:2] == _HEARTBEAT_KEY_BYTES:
+                heartbeat = decode_heartbeat(frame, _HEARTBEAT_MAX_VERSION)
+                if heartbeat is not None:
+                    if heartbeat.client_id != self._client_id_raw:
+                        self._client_id_raw = heartbeat.client_id
+                        self._set_client_id(heartbeat.client_id.decode(errors="replace"))
+                    try:
+                        error = coordinator.heartbeat(
+                            heartbeat.group_id,
+                            heartbeat.generation_id,
+                            heartbeat.member_id,
+                            heartbeat.group_instance_id,
+                        )
+                    except Exception:
+                        log.exception("request failed", peer=self.peer, client_id=self._client_id, api="HEARTBEAT")
+                        self.close("internal error while handling a request")
+                        return
+                    self._out.append(encode_heartbeat_response(heartbeat.api_version, heartbeat.correlation_id, error))
+                    continue
             try:
                 request = decode_request(frame)
             except ProtocolError as error:
@@ -156,8 +182,7 @@ class Connection(asyncio.Protocol):
                 self.close(str(error))
                 return
             if request.client_id != self._client_id:
-                self._client_id = request.client_id
-                self._client = Client(request.client_id, self._client.host)
+                self._set_client_id(request.client_id)
             try:
                 answer = self._dispatch(request)
             except Exception:
@@ -169,6 +194,7 @@ class Connection(asyncio.Protocol):
             if isinstance(answer, Pending):
                 if not answer.done:
                     self._busy = True
+                    self._flush()  # the answers before a parked one must not wait for it
                     answer.add_done_callback(partial(self._answer_parked, request))
                     return
                 answer = answer.value
@@ -176,6 +202,7 @@ class Connection(asyncio.Protocol):
                 self.close(answer.reason)
                 return
             self._send(request, answer)
+        self._flush()
         if self._close_when_drained is not None:
             if not self._busy and not self._queue:
                 if self._close_when_drained:
@@ -186,6 +213,11 @@ class Connection(asyncio.Protocol):
         if self._paused and len(self._queue) <= _MAX_QUEUED_REQUESTS // 2 and self._transport is not None:
             self._paused = False
             self._transport.resume_reading()
+
+    def _set_client_id(self, client_id: str) -> None:
+        if client_id != self._client_id:
+            self._client_id = client_id
+            self._client = Client(client_id, self._client.host)
 
     def _dispatch(self, request: Request) -> Any:
         if request.body is None:  # ApiVersions newer than we speak
@@ -198,6 +230,7 @@ class Connection(asyncio.Protocol):
         # fresh loop turn so the coordinator is never re-entered mid-transition.
         self._busy = False
         self._send(request, response)
+        self._flush()
         if not self._drain_scheduled and not self._closed:
             self._drain_scheduled = True
             asyncio.get_running_loop().call_soon(self._drain)
@@ -206,7 +239,13 @@ class Connection(asyncio.Protocol):
         if self._closed or self._transport is None or response is NO_RESPONSE:
             return
         version = 0 if request.body is None else request.api_version  # unsupported ApiVersions: v0 body
-        self._transport.write(encode_response(request.api_key, version, request.correlation_id, response))
+        self._out.append(encode_response(request.api_key, version, request.correlation_id, response))
+
+    def _flush(self) -> None:
+        out = self._out
+        if out and not self._closed and self._transport is not None:
+            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
 
     def _note_client_id(self, frame: bytes) -> None:
         """Best effort, for the log line of a request that did not decode."""
@@ -221,6 +260,7 @@ class Connection(asyncio.Protocol):
     def hang_up(self) -> None:
         if self._closed:
             return
+        self._flush()  # what was answered before the reason to close still goes out, as with Kafka
         self._closed = True
         self._queue.clear()
         if self._transport is not None:
