@@ -159,21 +159,17 @@ class Connection(asyncio.Protocol):
             if frame[:2] == _HEARTBEAT_KEY_BYTES:
                 heartbeat = decode_heartbeat(frame, _HEARTBEAT_MAX_VERSION)
                 if heartbeat is not None:
-                    if heartbeat.client_id != self._client_id_raw:
-                        self._client_id_raw = heartbeat.client_id
-                        self._set_client_id(heartbeat.client_id.decode(errors="replace"))
+                    version, correlation_id, client_id, group_id, generation_id, member_id, instance_id = heartbeat
+                    if client_id != self._client_id_raw:
+                        self._client_id_raw = client_id
+                        self._set_client_id(client_id.decode(errors="replace"))
                     try:
-                        error = coordinator.heartbeat(
-                            heartbeat.group_id,
-                            heartbeat.generation_id,
-                            heartbeat.member_id,
-                            heartbeat.group_instance_id,
-                        )
+                        error = coordinator.heartbeat(group_id, generation_id, member_id, instance_id)
                     except Exception:
                         log.exception("request failed", peer=self.peer, client_id=self._client_id, api="HEARTBEAT")
                         self.close("internal error while handling a request")
                         return
-                    self._out.append(encode_heartbeat_response(heartbeat.api_version, heartbeat.correlation_id, error))
+                    self._out.append(encode_heartbeat_response(version, correlation_id, error))
                     continue
             try:
                 request = decode_request(frame)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import struct
 from functools import cache
-from typing import NamedTuple
 
 HEARTBEAT_KEY = 12
 FLEXIBLE_FROM = 4
@@ -20,81 +19,72 @@ FLEXIBLE_FROM = 4
 _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+_INT32_INT16 = struct.Struct(">ih")
 _FRAME_START = struct.Struct(">ii")  # size, correlation id
 
 
-class HeartbeatRequest(NamedTuple):
-    api_version: int
-    correlation_id: int
-    client_id: bytes  # raw, as the connection only needs to notice when it changes
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-
-
-def _string(frame: bytes, position: int) -> tuple[str | None, int]:
-    (length,) = _INT16.unpack_from(frame, position)
-    position += 2
-    if length < 0:
-        return None, position
-    end = position + length
-    if end > len(frame):
-        raise IndexError
-    return frame[position:end].decode(), end
-
-
-def _compact_string(frame: bytes, position: int) -> tuple[str | None, int]:
-    length = frame[position] - 1  # lengths below 127 fit one uvarint byte
-    position += 1
-    if length < 0:
-        return None, position
-    end = position + length
-    if end > len(frame):
-        raise IndexError
-    return frame[position:end].decode(), end
+# (api version, correlation id, raw client id, group id, generation id, member id, group instance id).
+# A plain tuple: the connection unpacks it at once, and building a NamedTuple costs more than decoding.
+HeartbeatRequest = tuple[int, int, bytes, str, int, str, str | None]
 
 
 def decode_heartbeat(frame: bytes, max_version: int) -> HeartbeatRequest | None:
-    """The request, or None when the generic path must decide (any doubt at all)."""
+    """The request, or None when the generic path must decide (any doubt at all).
+
+    Lengths are read inline rather than through helpers (this runs for every heartbeat). A string
+    length past the end shows up as an IndexError or as a final position that is not the frame's end.
+    """
     try:
         api_key, version, correlation_id, client_length = _HEADER.unpack_from(frame, 0)
         if api_key != HEARTBEAT_KEY or not 0 <= version <= max_version:
             return None
-        position = 10 + max(client_length, 0)
-        client_id = frame[10:position]
+        end = 10 + client_length if client_length > 0 else 10
+        client_id = frame[10:end]
+        instance_id: str | None = None
         if version >= FLEXIBLE_FROM:
-            if frame[position] != 0:  # header tagged fields
+            # Compact strings: one uvarint byte of length + 1 below 0x80; 0 is null. Any tagged field: generic.
+            length = frame[end + 1]
+            if frame[end] or not 0 < length < 0x80:
                 return None
-            position += 1
-            if frame[position] >= 0x80:  # a group id of 127 bytes or more: a multi-byte length
+            start, end = end + 2, end + 1 + length
+            group_id = frame[start:end].decode()
+            (generation_id,) = _INT32.unpack_from(frame, end)
+            length = frame[end + 4]
+            if not 0 < length < 0x80:
                 return None
-            group_id, position = _compact_string(frame, position)
-            (generation_id,) = _INT32.unpack_from(frame, position)
-            position += 4
-            if frame[position] >= 0x80:
+            start, end = end + 5, end + 4 + length
+            member_id = frame[start:end].decode()
+            length = frame[end]
+            if length >= 0x80:
                 return None
-            member_id, position = _compact_string(frame, position)
-            if frame[position] >= 0x80:
-                return None
-            instance_id, position = _compact_string(frame, position)
-            if frame[position] != 0 or position + 1 != len(frame):  # body tagged fields, or trailing bytes
+            if length:
+                start, end = end + 1, end + length
+                instance_id = frame[start:end].decode()
+            else:
+                end += 1
+            if frame[end] or end + 1 != len(frame):
                 return None
         else:
-            group_id, position = _string(frame, position)
-            (generation_id,) = _INT32.unpack_from(frame, position)
-            position += 4
-            member_id, position = _string(frame, position)
-            instance_id = None
+            (length,) = _INT16.unpack_from(frame, end)
+            if length < 0:
+                return None
+            start, end = end + 2, end + 2 + length
+            group_id = frame[start:end].decode()
+            generation_id, length = _INT32_INT16.unpack_from(frame, end)
+            if length < 0:
+                return None
+            start, end = end + 6, end + 6 + length
+            member_id = frame[start:end].decode()
             if version >= 3:
-                instance_id, position = _string(frame, position)
-            if position != len(frame):
+                (length,) = _INT16.unpack_from(frame, end)
+                start, end = end + 2, end + 2 + max(length, 0)
+                if length >= 0:
+                    instance_id = frame[start:end].decode()
+            if end != len(frame):
                 return None
     except (IndexError, struct.error, UnicodeDecodeError):
         return None
-    if group_id is None or member_id is None:
-        return None  # not nullable: kio's error message is the one to log
-    return HeartbeatRequest(version, correlation_id, client_id, group_id, generation_id, member_id, instance_id)
+    return version, correlation_id, client_id, group_id, generation_id, member_id, instance_id
 
 
 @cache

@@ -559,7 +559,9 @@ class GroupCoordinator:
         if state is DEAD:
             return E.coordinator_not_available
         member = group.members.get(member_id)
-        if group_instance_id is not None or member is None:
+        # A known member under its own instance id is what _validate_member would return (a static member's
+        # instance id always maps to its member id); anything else takes the full check.
+        if member is None or (group_instance_id is not None and member.group_instance_id != group_instance_id):
             try:
                 member = self._validate_member(group, member_id, group_instance_id)
             except MemberError as failure:
@@ -643,8 +645,13 @@ class GroupCoordinator:
     # ======================================================================
 
     def _schedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int) -> None:
-        member.last_heartbeat_ms = self.clock.now_ms()
-        self.purgatory.schedule(member.heartbeat_key, timeout_ms, self._expiry_action(group, member))
+        # Every action under a heartbeat key is this member's expiry, so an armed one is kept as it is.
+        deadline = self.purgatory.reschedule(member.heartbeat_key, timeout_ms)
+        if deadline is None:
+            member.last_heartbeat_ms = self.clock.now_ms()
+            self.purgatory.schedule(member.heartbeat_key, timeout_ms, self._expiry_action(group, member))
+        else:
+            member.last_heartbeat_ms = deadline - max(timeout_ms, 0)
 
     def _expiry_action(self, group: ClassicGroup, member: Member) -> Callable[[], None]:
         return partial(self._on_heartbeat_expired, group.group_id, member.member_id)

@@ -55,6 +55,22 @@ class Purgatory:
         self._entries[key] = entry
         self._push(key, entry)
 
+    def reschedule(self, key: Hashable, delay_ms: int) -> int | None:
+        """Move an armed key's deadline and keep its action; returns the new deadline, None if nothing is armed.
+
+        The heartbeat path: no new action object, and a later deadline is a single attribute store.
+        """
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        deadline = self._clock.now_ms() + (delay_ms if delay_ms > 0 else 0)
+        if entry.armed_at <= deadline:
+            entry.deadline = deadline
+        else:
+            earlier = self._entries[key] = _Entry(deadline, entry.action)
+            self._push(key, earlier)
+        return deadline
+
     def cancel(self, key: Hashable) -> None:
         self._entries.pop(key, None)
 

@@ -37,11 +37,12 @@ def test_decodes_what_kio_decodes(version: int, instance: str | None, client_id:
     fast = decode_heartbeat(frame, HIGH)
     generic = decode_request(frame)
     assert fast is not None
-    assert (fast.api_version, fast.correlation_id) == (generic.api_version, generic.correlation_id) == (version, 4242)
-    assert fast.client_id.decode() == generic.client_id
+    api_version, correlation_id, raw_client_id, group_id, generation_id, member_id, instance_id = fast
+    assert (api_version, correlation_id) == (generic.api_version, generic.correlation_id) == (version, 4242)
+    assert raw_client_id.decode() == generic.client_id
     body = generic.body
-    assert (fast.group_id, fast.generation_id, fast.member_id) == (body.group_id, body.generation_id, body.member_id)
-    assert fast.group_instance_id == getattr(body, "group_instance_id", None)
+    assert (group_id, generation_id, member_id) == (body.group_id, body.generation_id, body.member_id)
+    assert instance_id == getattr(body, "group_instance_id", None)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
