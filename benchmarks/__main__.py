@@ -1,0 +1,302 @@
+"""``python -m benchmarks``: our broker and librdkafka's mock cluster, side by side, same load generator.
+
+See benchmarks/README.md for what each scenario measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from benchmarks import scenarios
+from benchmarks.loadgen import FormOptions, Versions, raise_fd_limit
+from benchmarks.mock_cluster import find_librdkafka
+from benchmarks.report import Bar, Row, bars_text, document, table, write_json
+from benchmarks.scenarios import HeartbeatLoad, Measurement
+from benchmarks.systems import Mock, Ours, System
+
+QUICK = {
+    "groups": 2,
+    "members_per_group": 3,
+    "seconds": 1.0,
+    "connections": 2,
+    "scale_members": 40,
+    "scale_group_size": 10,
+    "formation_sizes": "3,10",
+    "formation_repeats": 1,
+    "startup_repeats": 2,
+}
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    add = parser.add_argument
+    add("--quick", action="store_true", help=f"tiny sizes for CI (a few members, 1 s runs): {QUICK}")
+    add("--json", type=Path, metavar="PATH", help="also write the results as JSON")
+    add("--only", default="startup,heartbeat,formation,scale", help="comma-separated scenarios to run")
+    add("--groups", type=int, default=10, help="heartbeat scenario: groups")
+    add("--members-per-group", type=int, default=10, help="heartbeat scenario: members in each group")
+    add("--connections", type=int, default=8, help="heartbeat connections (shared by the generators)")
+    add("--window", type=int, default=64, help="Heartbeats in flight on each connection")
+    add("--refill", type=int, default=8, help="replace answered Heartbeats in batches of at least this many")
+    add("--seconds", type=float, default=5.0, help="length of each heartbeat run")
+    add("--generators", type=int, default=1, help="load generator processes for heartbeat runs")
+    add("--scale-members", type=int, default=100_000, help="scale scenario: live members")
+    add("--scale-group-size", type=int, default=100, help="scale scenario: members per group")
+    add("--formation-sizes", default="10,100,1000", help="formation scenario: group sizes")
+    add("--formation-repeats", type=int, default=3, help="formation scenario: samples per size (median)")
+    add("--startup-repeats", type=int, default=5, help="start-up scenario: samples (median)")
+    add("--static-members", action="store_true", help="join with group.instance.id (default: dynamic members)")
+    add("--session-timeout-ms", type=int, default=300_000, help="members' session timeout (long: none expire)")
+    add("--form-connections", type=int, default=2000, help="connections used to form many groups in waves")
+    add("--mock-form-delay-ms", type=int, default=100, help="mock initial rebalance delay when forming many groups")
+    args = parser.parse_args(argv)
+    if args.quick:
+        for name, value in QUICK.items():
+            if parser.get_default(name) == getattr(args, name):
+                setattr(args, name, value)
+    return args
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "platform": platform.platform()}
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.rows: dict[str, Row] = {}
+        self.meta: dict[str, Any] = {
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "command": shlex.join([Path(sys.executable).name, "-m", "benchmarks", *sys.argv[1:]]),
+            "machine": machine(),
+            "librdkafka": find_librdkafka().name,
+            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        }
+        self.load = HeartbeatLoad(
+            connections=args.connections,
+            window=args.window,
+            refill=args.refill,
+            seconds=args.seconds,
+            generators=args.generators,
+            form_connections=args.form_connections,
+        )
+        self.versions: Versions | None = None
+
+    def record(self, key: str, label: str, unit: str, system: str, measured: Measurement) -> None:
+        row = self.rows.setdefault(key, Row(key, label, unit))
+        row.measured[system] = measured
+        value = "n/a" if measured.value is None else f"{measured.value:,.1f}"
+        print(f"  {system}: {label}: {value} {unit}  {measured.note}", file=sys.stderr, flush=True)
+
+    def options(self) -> FormOptions:
+        assert self.versions is not None
+        return FormOptions(self.versions, self.args.session_timeout_ms, static=self.args.static_members)
+
+    def guarded(self, key: str, label: str, unit: str, system: str, work: Callable[[], Measurement]) -> None:
+        """A scenario that fails is reported as n/a with the reason, and the run goes on."""
+        try:
+            measured = work()
+        except Exception as error:
+            reason = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
+            measured = Measurement(None, f"n/a: {type(error).__name__}: {reason}", flagged=True)
+        self.record(key, label, unit, system, measured)
+
+
+def run_startup(run: Run) -> None:
+    repeats = run.args.startup_repeats
+    for kind in (Ours, Mock):
+        label = f"start-up to first ApiVersions (median of {repeats})"
+        run.guarded("startup", label, "ms", kind.name, partial(scenarios.startup, kind, repeats))
+
+
+def run_main_scenarios(run: Run, wanted: set[str]) -> None:
+    args = run.args
+    with Ours.start() as ours, Mock.start() as mock:
+        ours.wait_ready()
+        mock.wait_ready()
+        run.versions, run.meta["protocol"] = scenarios.negotiate(ours, mock)
+        print(f"versions: {run.meta['protocol']['used']}", file=sys.stderr)
+        systems: tuple[System, ...] = (ours, mock)
+        for system in systems:
+            idle = Measurement(scenarios.settle_rss(system, 0.5) / 1e6, "fresh process, nothing joined")
+            run.record("rss_idle", "resident memory, idle", "MB", system.name, idle)
+        if "heartbeat" in wanted:
+            members = args.groups * args.members_per_group
+            label = f"heartbeat throughput, {members} members"
+            for system in systems:
+                run.guarded(
+                    "heartbeat",
+                    label,
+                    "heartbeats/s",
+                    system.name,
+                    partial(
+                        scenarios.heartbeat_scenario,
+                        system,
+                        args.groups,
+                        args.members_per_group,
+                        run.options(),
+                        run.load,
+                        args.mock_form_delay_ms,
+                    ),
+                )
+        if "formation" in wanted:
+            for size in [int(x) for x in args.formation_sizes.split(",") if x.strip()]:
+                for system in systems:
+                    run.guarded(
+                        f"formation_{size}",
+                        f"formation, {size} members, one generation",
+                        "ms",
+                        system.name,
+                        partial(scenarios.formation, system, size, run.options(), args.formation_repeats),
+                    )
+
+
+def run_scale(run: Run) -> None:
+    """A fresh process per system: idle RSS, form the members, RSS again, then heartbeats."""
+    args = run.args
+    count = args.scale_members
+    size = min(args.scale_group_size, count)
+    groups = max(1, count // size)
+    for kind in (Ours, Mock):
+        with kind.start() as system:
+            system.wait_ready()
+            idle = scenarios.settle_rss(system, 0.5)
+            try:
+                members, formed = scenarios.form_members(
+                    system, groups, size, run.options(), args.form_connections, args.mock_form_delay_ms
+                )
+            except Exception as error:
+                reason = f"n/a: forming {groups * size} members failed: {str(error).strip().splitlines()[-1]}"
+                for key, label, unit in _scale_rows(groups * size):
+                    run.record(key, label, unit, kind.name, Measurement(None, reason, flagged=True))
+                continue
+            if len(members) < groups * size:
+                reason = (
+                    f"n/a: only {len(members)} of {groups * size} members formed: {formed['formation_failures'][:1]}"
+                )
+                for key, label, unit in _scale_rows(groups * size):
+                    run.record(key, label, unit, kind.name, Measurement(None, reason, formed, flagged=True))
+                continue
+            loaded = scenarios.settle_rss(system, 1.0)
+            note = f"{groups} groups x {size}, formed in {formed['formation_seconds']:.1f} s"
+            keys = _scale_rows(len(members))
+            run.record(*keys[0], kind.name, Measurement(loaded / 1e6, note, formed))
+            per_member = (loaded - idle) / len(members)
+            detail = {"idle_rss_bytes": idle, "loaded_rss_bytes": loaded}
+            run.record(*keys[1], kind.name, Measurement(per_member, "(RSS with members - idle RSS) / members", detail))
+            run.guarded(
+                keys[2][0],
+                keys[2][1],
+                keys[2][2],
+                kind.name,
+                partial(scenarios.heartbeat_throughput, system, members, run.options().versions, run.load),
+            )
+
+
+def _scale_rows(members: int) -> list[tuple[str, str, str]]:
+    return [
+        ("rss_members", f"resident memory, {members} members", "MB"),
+        ("bytes_per_member", "resident memory per additional member", "B/member"),
+        ("heartbeat_scale", f"heartbeat throughput, {members} members", "heartbeats/s"),
+    ]
+
+
+def compute_bars(run: Run) -> list[Bar]:
+    """The issue's bars. One whose sizes this run did not measure shows its value but no verdict."""
+    args = run.args
+
+    def ours(key: str) -> float | None:
+        row = run.rows.get(key)
+        return None if row is None else row.value("ours")
+
+    def bar(name: str, value: float | None, target: str, ok: Callable[[float], bool], sized: str = "") -> Bar:
+        if value is None:
+            return Bar(name, None, target, None, "not measured in this run")
+        if sized:
+            return Bar(name, value, target, None, f"no verdict: {sized}")
+        return Bar(name, value, target, ok(value))
+
+    hb = run.rows.get("heartbeat")
+    ratio = None if hb is None else hb.ratio
+    base, scaled = ours("heartbeat"), ours("heartbeat_scale")
+    share = scaled / base if base and scaled is not None else None
+    few = args.groups * args.members_per_group
+    scale_sizes = "" if args.scale_members == 100_000 else f"measured with {args.scale_members} members"
+    if not scale_sizes and few != 100:
+        scale_sizes = f"baseline has {few} members, not 100"
+    return [
+        bar("heartbeat throughput vs mock, same run", ratio, ">= 2.00x", lambda v: v >= 2),
+        bar("throughput with 100,000 members / with 100", share, ">= 0.80", lambda v: v >= 0.8, scale_sizes),
+        bar("start-up (median)", ours("startup"), "< 300 ms", lambda v: v < 300),
+        bar("idle resident memory", ours("rss_idle"), "< 60 MB", lambda v: v < 60),
+        bar(
+            "resident memory per additional member",
+            ours("bytes_per_member"),
+            "< 2048 B",
+            lambda v: v < 2048,
+            "" if args.scale_members == 100_000 else f"measured with {args.scale_members} members",
+        ),
+        bar("1000-member group formed", ours("formation_1000"), "< 1000 ms", lambda v: v < 1000),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    raise_fd_limit()
+    wanted = {x.strip() for x in args.only.split(",") if x.strip()}
+    run = Run(args)
+    started = time.perf_counter()
+    if "startup" in wanted:
+        run_startup(run)
+    run_main_scenarios(run, wanted)
+    if "scale" in wanted:
+        run_scale(run)
+    run.meta["seconds"] = round(time.perf_counter() - started, 1)
+    order = ["startup", "heartbeat", "heartbeat_scale", *[k for k in run.rows if k.startswith("formation_")]]
+    order += ["rss_idle", "rss_members", "bytes_per_member"]
+    rows = [run.rows[k] for k in order if k in run.rows]
+    bars = compute_bars(run)
+    doc = document(run.meta, rows, bars)
+    print()
+    print(f"{run.meta['date']}  {run.meta['command']}")
+    host = run.meta["machine"]
+    used = run.meta.get("protocol", {}).get("used")
+    print(f"nproc {host['nproc']}, {host['cpu']}, {run.meta['librdkafka']}, versions used {used}")
+    for refused in run.meta.get("protocol", {}).get("refused", []):
+        print(f"  advertised but not answered: {refused}")
+    print()
+    print(table(rows))
+    print()
+    print(bars_text(bars))
+    if doc["flagged"]:
+        print()
+        print("FLAGGED:")
+        for line in doc["flagged"]:
+            print(f"  {line}")
+    sys.stdout.flush()
+    sys.stdout.flush()
+    if args.json is not None:
+        write_json(args.json, doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

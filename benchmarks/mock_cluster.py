@@ -1,0 +1,85 @@
+"""librdkafka's mock cluster in a process of its own: prints its bootstrap address, then waits.
+
+It is created with librdkafka's C API through ctypes (a producer handle, then a one-broker mock
+cluster on it), from the librdkafka that the confluent-kafka wheel bundles. The cluster runs on
+librdkafka's own "mock" thread; this process's Python thread only reads commands from stdin:
+
+    delay MS   set the classic group initial rebalance delay (rd_kafka_mock_group_initial_rebalance_delay_ms)
+
+and answers each with "ok". It exits when stdin closes or on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import sys
+from pathlib import Path
+
+
+def find_librdkafka() -> Path:
+    """The librdkafka shared object inside the installed confluent_kafka package (not imported)."""
+    spec = importlib.util.find_spec("confluent_kafka")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("confluent_kafka is not installed")
+    package = Path(next(iter(spec.submodule_search_locations)))
+    for folder in (package.parent / "confluent_kafka.libs", package, package / ".libs"):
+        found = sorted(folder.glob("librdkafka*.so*")) if folder.is_dir() else []
+        if found:
+            return found[0]
+    raise RuntimeError(f"no librdkafka*.so* beside {package}")
+
+
+def load(path: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(path))
+    lib.rd_kafka_conf_new.restype = ctypes.c_void_p
+    lib.rd_kafka_conf_set.restype = ctypes.c_int
+    lib.rd_kafka_conf_set.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
+    lib.rd_kafka_new.restype = ctypes.c_void_p
+    lib.rd_kafka_new.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_mock_cluster_new.restype = ctypes.c_void_p
+    lib.rd_kafka_mock_cluster_new.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+    lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_mock_group_initial_rebalance_delay_ms.restype = None
+    lib.rd_kafka_mock_group_initial_rebalance_delay_ms.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    return lib
+
+
+def main() -> int:
+    lib = load(find_librdkafka())
+    errstr = ctypes.create_string_buffer(512)
+    conf = lib.rd_kafka_conf_new()
+    # The producer handle only hosts the cluster; keep it from logging about brokers it never uses.
+    lib.rd_kafka_conf_set(conf, b"log_level", b"3", errstr, len(errstr))
+    rk = lib.rd_kafka_new(0, conf, errstr, len(errstr))  # 0 = RD_KAFKA_PRODUCER; rk owns conf now
+    if not rk:
+        print(f"rd_kafka_new failed: {errstr.value.decode()}", file=sys.stderr)
+        return 1
+    cluster = lib.rd_kafka_mock_cluster_new(rk, 1)
+    if not cluster:
+        print("rd_kafka_mock_cluster_new failed", file=sys.stderr)
+        return 1
+    print(lib.rd_kafka_mock_cluster_bootstraps(cluster).decode(), flush=True)
+    for line in sys.stdin:
+        command = line.split()
+        if len(command) == 2 and command[0] == "delay":
+            lib.rd_kafka_mock_group_initial_rebalance_delay_ms(cluster, int(command[1]))
+            print("ok", flush=True)
+        elif command:
+            print(f"unknown command {line.strip()!r}", flush=True)
+    # No cleanup: the process is ending and librdkafka's threads go with it.
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(0)

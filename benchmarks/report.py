@@ -1,0 +1,98 @@
+"""The results table, the bars, and the JSON document."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.scenarios import Measurement
+
+SYSTEMS = ("ours", "mock")
+
+
+@dataclass
+class Row:
+    key: str
+    label: str
+    unit: str
+    measured: dict[str, Measurement] = field(default_factory=dict)
+
+    def value(self, system: str) -> float | None:
+        found = self.measured.get(system)
+        return None if found is None else found.value
+
+    @property
+    def ratio(self) -> float | None:
+        ours, mock = self.value("ours"), self.value("mock")
+        return ours / mock if ours is not None and mock else None
+
+
+@dataclass
+class Bar:
+    name: str
+    value: float | None
+    target: str
+    passed: bool | None  # None: not measured in this run
+    note: str = ""
+
+
+def _format(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    if unit in ("heartbeats/s", "B/member"):
+        return f"{value:,.0f}"
+    if unit == "MB":
+        return f"{value:,.1f}"
+    return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
+
+
+def table(rows: list[Row]) -> str:
+    width = max(len(r.label) for r in rows) + 2
+    lines = [f"{'scenario':<{width}}{'system':<8}{'value':>14}  {'unit':<14}{'ours/mock':>10}  note"]
+    lines.append("-" * (width + 70))
+    for row in rows:
+        for system in SYSTEMS:
+            measured = row.measured.get(system)
+            if measured is None:
+                continue
+            label = row.label if system == "ours" else ""
+            ratio = ""
+            if system == "ours":
+                ratio = "n/a" if row.ratio is None else f"{row.ratio:.2f}"
+            note = measured.note
+            lines.append(
+                f"{label:<{width}}{system:<8}{_format(measured.value, row.unit):>14}  {row.unit:<14}{ratio:>10}  {note}"
+            )
+    return "\n".join(lines)
+
+
+def bars_text(bars: list[Bar]) -> str:
+    lines = ["bars (printed, never asserted):"]
+    for bar in bars:
+        verdict = "n/a " if bar.passed is None else ("PASS" if bar.passed else "FAIL")
+        value = "" if bar.value is None else f" ({bar.value:,.2f})"
+        note = f"  [{bar.note}]" if bar.note else ""
+        lines.append(f"  {verdict}  {bar.name}: {bar.target}{value}{note}")
+    return "\n".join(lines)
+
+
+def document(meta: dict[str, Any], rows: list[Row], bars: list[Bar]) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for row in rows:
+        entry: dict[str, Any] = {"label": row.label, "unit": row.unit, "ratio_ours_over_mock": row.ratio}
+        for system, m in row.measured.items():
+            entry[system] = {"value": m.value, "note": m.note, "flagged": m.flagged, "details": m.details}
+        results[row.key] = entry
+    return {
+        "meta": meta,
+        "results": results,
+        "bars": [{"bar": b.name, "target": b.target, "value": b.value, "pass": b.passed, "note": b.note} for b in bars],
+        "flagged": [f"{row.key} {system}: {m.note}" for row in rows for system, m in row.measured.items() if m.flagged],
+    }
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")

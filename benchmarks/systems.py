@@ -1,0 +1,212 @@
+"""The two systems under test, each in a process of its own: our broker and librdkafka's mock cluster."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import wire
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def call(sock: socket.socket, frame: bytes) -> bytes:
+    """One request, one answer (the body after the size prefix), on a blocking socket."""
+    sock.sendall(frame)
+    head = sock.recv(4, socket.MSG_WAITALL)
+    if len(head) < 4:
+        raise ConnectionError("connection closed without an answer")
+    (size,) = struct.unpack(">i", head)
+    body = sock.recv(size, socket.MSG_WAITALL)
+    if len(body) < size:
+        raise ConnectionError("connection closed inside an answer")
+    return body
+
+
+def api_versions(host: str, port: int, timeout: float = 5.0) -> dict[int, tuple[int, int]]:
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        return wire.parse_api_versions(call(sock, wire.api_versions_request()))
+
+
+class System:
+    """A running system under test."""
+
+    name = ""
+
+    def __init__(self, process: subprocess.Popen[str], host: str, port: int, log: Path) -> None:
+        self.process = process
+        self.host = host
+        self.port = port
+        self.log = log
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        """Until the first ApiVersions is answered."""
+        deadline = time.perf_counter() + timeout
+        while True:
+            try:
+                api_versions(self.host, self.port, timeout=2.0)
+                return
+            except OSError:
+                if self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"{self.name} exited with {self.process.returncode}: {self.log_tail()}"
+                    ) from None
+                if time.perf_counter() > deadline:
+                    raise
+                time.sleep(0.002)
+
+    def rss_bytes(self) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS in /proc status")
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time of the process, all threads."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def wait_idle(self, busy: float = 0.05, window: float = 0.25, timeout: float = 60.0) -> None:
+        """Until the process uses under ``busy`` of a core over ``window`` seconds (e.g. done with closes)."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            used = self.cpu_seconds()
+            time.sleep(window)
+            if self.cpu_seconds() - used < busy * window:
+                return
+
+    def set_join_delay(self, delay_ms: int) -> None:
+        """The classic group initial rebalance delay (only the mock takes it at run time)."""
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self.log.unlink(missing_ok=True)
+
+    def __enter__(self) -> System:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _log_file(name: str) -> Path:
+    return Path(tempfile.mkstemp(prefix=f"bench-{name}-", suffix=".log")[1])
+
+
+class Ours(System):
+    name = "ours"
+
+    @classmethod
+    def start(cls) -> Ours:
+        port = free_port()
+        log = _log_file(cls.name)
+        command = [
+            sys.executable,
+            "-m",
+            "broker",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--group-initial-rebalance-delay-ms",
+            "0",
+            "--group-min-session-timeout-ms",
+            "1000",
+            "--log-level",
+            "warning",
+        ]
+        with log.open("w") as stderr:
+            process = subprocess.Popen(
+                command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, text=True
+            )
+        return cls(process, "127.0.0.1", port, log)
+
+
+class Mock(System):
+    name = "mock"
+
+    @classmethod
+    def start(cls) -> Mock:
+        log = _log_file(cls.name)
+        with log.open("w") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.mock_cluster"],
+                cwd=REPO,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        host, _, port = line.rpartition(":")
+        if not port.isdigit():
+            process.kill()
+            raise RuntimeError(f"mock cluster did not print a bootstrap address: {line!r}: {log.read_text()}")
+        return cls(process, host, int(port), log)
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time of the process, all threads."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def wait_idle(self, busy: float = 0.05, window: float = 0.25, timeout: float = 60.0) -> None:
+        """Until the process uses under ``busy`` of a core over ``window`` seconds (e.g. done with closes)."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            used = self.cpu_seconds()
+            time.sleep(window)
+            if self.cpu_seconds() - used < busy * window:
+                return
+
+    def set_join_delay(self, delay_ms: int) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"delay {delay_ms}\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline().strip()
+        if answer != "ok":
+            raise RuntimeError(f"mock cluster refused the delay: {answer!r}")
+
+
+def startup_seconds(kind: type[Ours] | type[Mock]) -> float:
+    """Process start to first answered ApiVersions."""
+    started = time.perf_counter()
+    system = kind.start()
+    try:
+        system.wait_ready()
+        return time.perf_counter() - started
+    finally:
+        system.stop()
