@@ -645,13 +645,13 @@ class GroupCoordinator:
     # ======================================================================
 
     def _schedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int) -> None:
-        # Every action under a heartbeat key is this member's expiry, so an armed one is kept as it is.
-        deadline = self.purgatory.reschedule(member.heartbeat_key, timeout_ms)
-        if deadline is None:
-            member.last_heartbeat_ms = self.clock.now_ms()
-            self.purgatory.schedule(member.heartbeat_key, timeout_ms, self._expiry_action(group, member))
-        else:
-            member.last_heartbeat_ms = deadline - max(timeout_ms, 0)
+        # Every action under a heartbeat key is this member's expiry, so an armed one is only moved.
+        expiry = member.expiry
+        if expiry is not None and self.purgatory.postpone(expiry, timeout_ms):
+            member.last_heartbeat_ms = expiry.deadline - max(timeout_ms, 0)
+            return
+        member.last_heartbeat_ms = self.clock.now_ms()
+        member.expiry = self.purgatory.schedule(member.heartbeat_key, timeout_ms, self._expiry_action(group, member))
 
     def _expiry_action(self, group: ClassicGroup, member: Member) -> Callable[[], None]:
         return partial(self._on_heartbeat_expired, group.group_id, member.member_id)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from broker.coordinator.messages import JoinResult, SyncResult
 from broker.coordinator.pending import Pending
+from broker.coordinator.purgatory import Deadline
 
 Protocols = tuple[tuple[str, bytes], ...]
 
@@ -28,9 +29,7 @@ class GroupState(enum.Enum):
 
 _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
-    ),
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
     GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
     GroupState.DEAD: frozenset(GroupState),
@@ -57,6 +56,7 @@ class Member:
         "assignment",
         "client_host",
         "client_id",
+        "expiry",
         "group_instance_id",
         "heartbeat_key",
         "is_new",
@@ -95,6 +95,7 @@ class Member:
         self.sync_pending: Pending[SyncResult] | None = None
         self.is_new = False
         self.heartbeat_key = heartbeat_key(group_id, member_id)
+        self.expiry: Deadline | None = None  # the armed deadline under heartbeat_key, when known
         self.last_heartbeat_ms = 0
 
     @property
@@ -163,9 +164,7 @@ class ClassicGroup:
 
     def transition_to(self, state: GroupState, now_ms: int) -> None:
         if self.state not in _VALID_PREVIOUS[state]:
-            raise IllegalStateTransition(
-                f"group {self.group_id!r} cannot go from {self.state.value} to {state.value}"
-            )
+            raise IllegalStateTransition(f"group {self.group_id!r} cannot go from {self.state.value} to {state.value}")
         self.previous_state = self.state
         self.state = state
         self.state_timestamp_ms = now_ms
@@ -254,6 +253,7 @@ class ClassicGroup:
         member = self.members.pop(old_id)
         member.member_id = new_id
         member.heartbeat_key = heartbeat_key(self.group_id, new_id)
+        member.expiry = None  # that deadline is the old id's; the new id gets its own
         self.members[new_id] = member
         self.static_members[instance_id] = new_id
         if self.leader_id == old_id:

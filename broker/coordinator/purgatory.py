@@ -23,56 +23,63 @@ from broker.coordinator.clock import Clock
 Action = Callable[[], None]
 
 
-class _Entry:
-    __slots__ = ("action", "armed_at", "deadline")
+class Deadline:
+    """One armed deadline; ``schedule`` returns it so a hot caller can move it without a keyed lookup."""
+
+    __slots__ = ("action", "armed_at", "deadline", "live")
 
     def __init__(self, deadline: int, action: Action) -> None:
         self.deadline = deadline
         self.action = action
         self.armed_at = deadline
+        self.live = True  # False once fired, cancelled or replaced
 
 
 class Purgatory:
     def __init__(self, clock: Clock, wakeup: Callable[[int], None] | None = None) -> None:
         self._clock = clock
         self._wakeup = wakeup
-        self._entries: dict[Hashable, _Entry] = {}
-        self._heap: list[tuple[int, int, Hashable, _Entry]] = []
+        self._entries: dict[Hashable, Deadline] = {}
+        self._heap: list[tuple[int, int, Hashable, Deadline]] = []
         self._seq = itertools.count()
 
     def set_wakeup(self, wakeup: Callable[[int], None]) -> None:
         """Called with a deadline whenever it becomes the earliest one armed."""
         self._wakeup = wakeup
 
-    def schedule(self, key: Hashable, delay_ms: int, action: Action) -> None:
+    def schedule(self, key: Hashable, delay_ms: int, action: Action) -> Deadline:
         deadline = self._clock.now_ms() + max(delay_ms, 0)
         entry = self._entries.get(key)
         if entry is not None and entry.armed_at <= deadline:
             entry.deadline = deadline
             entry.action = action
-            return
-        entry = _Entry(deadline, action)
+            return entry
+        if entry is not None:
+            entry.live = False
+        entry = Deadline(deadline, action)
         self._entries[key] = entry
         self._push(key, entry)
+        return entry
 
-    def reschedule(self, key: Hashable, delay_ms: int) -> int | None:
-        """Move an armed key's deadline and keep its action; returns the new deadline, None if nothing is armed.
+    def postpone(self, armed: Deadline, delay_ms: int) -> bool:
+        """Move a still-armed deadline to ``delay_ms`` from now, if that is no earlier than its heap slot.
 
-        The heartbeat path: no new action object, and a later deadline is a single attribute store.
+        The heartbeat path: one attribute store, no keyed lookup and no new object. False means the
+        caller must ``schedule`` by key (the deadline fired, was cancelled or replaced, or would move
+        earlier, which needs a new heap slot).
         """
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
+        if not armed.live:
+            return False
         deadline = self._clock.now_ms() + (delay_ms if delay_ms > 0 else 0)
-        if entry.armed_at <= deadline:
-            entry.deadline = deadline
-        else:
-            earlier = self._entries[key] = _Entry(deadline, entry.action)
-            self._push(key, earlier)
-        return deadline
+        if deadline < armed.armed_at:
+            return False
+        armed.deadline = deadline
+        return True
 
     def cancel(self, key: Hashable) -> None:
-        self._entries.pop(key, None)
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            entry.live = False
 
     def deadline(self, key: Hashable) -> int | None:
         entry = self._entries.get(key)
@@ -105,11 +112,12 @@ class Purgatory:
                 self._push(key, entry)
                 continue
             del self._entries[key]
+            entry.live = False
             entry.action()
             fired += 1
         return fired
 
-    def _push(self, key: Hashable, entry: _Entry) -> None:
+    def _push(self, key: Hashable, entry: Deadline) -> None:
         heap = self._heap
         earliest = heap[0][0] if heap else None
         heapq.heappush(heap, (entry.armed_at, next(self._seq), key, entry))
