@@ -66,6 +66,20 @@ def _java_string_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+class _MemberExpiry:
+    """The action under a member's heartbeat key: one small object per member, where a partial takes four."""
+
+    __slots__ = ("coordinator", "group_id", "member_id")
+
+    def __init__(self, coordinator: GroupCoordinator, group_id: str, member_id: str) -> None:
+        self.coordinator = coordinator
+        self.group_id = group_id
+        self.member_id = member_id
+
+    def __call__(self) -> None:
+        self.coordinator._on_heartbeat_expired(self.group_id, self.member_id)
+
+
 class GroupCoordinator:
     def __init__(
         self,
@@ -157,7 +171,7 @@ class GroupCoordinator:
             self.purgatory.schedule(
                 heartbeat_key(group.group_id, new_member_id),
                 request.session_timeout_ms,
-                partial(self._on_heartbeat_expired, group.group_id, new_member_id),
+                _MemberExpiry(self, group.group_id, new_member_id),
             )
             pending.complete(JoinResult(error=E.member_id_required, member_id=new_member_id))
         else:
@@ -645,16 +659,18 @@ class GroupCoordinator:
     # ======================================================================
 
     def _schedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int) -> None:
-        # Every action under a heartbeat key is this member's expiry, so an armed one is only moved.
+        # Every action under a heartbeat key is this member's expiry, so an armed one is only moved,
+        # and a fired or cancelled one lends its action to the next.
         expiry = member.expiry
         if expiry is not None and self.purgatory.postpone(expiry, timeout_ms):
             member.last_heartbeat_ms = expiry.deadline - max(timeout_ms, 0)
             return
         member.last_heartbeat_ms = self.clock.now_ms()
-        member.expiry = self.purgatory.schedule(member.heartbeat_key, timeout_ms, self._expiry_action(group, member))
+        action = expiry.action if expiry is not None else self._expiry_action(group, member)
+        member.expiry = self.purgatory.schedule(member.heartbeat_key, timeout_ms, action)
 
     def _expiry_action(self, group: ClassicGroup, member: Member) -> Callable[[], None]:
-        return partial(self._on_heartbeat_expired, group.group_id, member.member_id)
+        return _MemberExpiry(self, group.group_id, member.member_id)
 
     def _on_heartbeat_expired(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)

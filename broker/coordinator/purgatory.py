@@ -6,10 +6,11 @@ replaces its deadline, cancelling removes it. Nothing here touches an event
 loop: ``run_due`` fires what is due by the injected clock, and a driver (the
 event loop in production, ``ManualClock.advance`` in tests) calls it.
 
-Re-arming is lazy so that the hot path stays O(1): moving a deadline *later*
-(every Heartbeat does this) only updates the entry; when the stale heap slot
-comes up, the entry is pushed again at its new deadline. Only moving a deadline
-earlier, or a new key, touches the heap.
+A key keeps one ``Deadline`` object for as long as it is armed, and re-arming
+is lazy so that the hot path stays O(1): moving a deadline *later* (every
+Heartbeat does this) is one attribute store; when the old heap slot comes up,
+the deadline is pushed again at its new time. Moving it earlier pushes one more
+heap slot for the same object; the slot whose time no longer matches is skipped.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ Action = Callable[[], None]
 
 
 class Deadline:
-    """One armed deadline; ``schedule`` returns it so a hot caller can move it without a keyed lookup."""
+    """A key's armed deadline; ``schedule`` returns it so a hot caller can move it without a keyed lookup."""
 
-    __slots__ = ("action", "armed_at", "deadline", "live")
+    __slots__ = ("action", "armed_at", "deadline", "key", "live")
 
-    def __init__(self, deadline: int, action: Action) -> None:
+    def __init__(self, key: Hashable, deadline: int, action: Action) -> None:
+        self.key = key
         self.deadline = deadline
         self.action = action
-        self.armed_at = deadline
-        self.live = True  # False once fired, cancelled or replaced
+        self.armed_at = deadline  # the time of its newest heap slot
+        self.live = True  # False once fired or cancelled
 
 
 class Purgatory:
@@ -40,7 +42,7 @@ class Purgatory:
         self._clock = clock
         self._wakeup = wakeup
         self._entries: dict[Hashable, Deadline] = {}
-        self._heap: list[tuple[int, int, Hashable, Deadline]] = []
+        self._heap: list[tuple[int, int, Deadline]] = []
         self._seq = itertools.count()
 
     def set_wakeup(self, wakeup: Callable[[int], None]) -> None:
@@ -48,33 +50,32 @@ class Purgatory:
         self._wakeup = wakeup
 
     def schedule(self, key: Hashable, delay_ms: int, action: Action) -> Deadline:
-        deadline = self._clock.now_ms() + max(delay_ms, 0)
+        deadline = self._clock.now_ms() + (delay_ms if delay_ms > 0 else 0)
         entry = self._entries.get(key)
-        if entry is not None and entry.armed_at <= deadline:
-            entry.deadline = deadline
+        if entry is None:
+            entry = self._entries[key] = Deadline(key, deadline, action)
+            self._push(entry)
+        else:
             entry.action = action
-            return entry
-        if entry is not None:
-            entry.live = False
-        entry = Deadline(deadline, action)
-        self._entries[key] = entry
-        self._push(key, entry)
+            self._move(entry, deadline)
         return entry
 
     def postpone(self, armed: Deadline, delay_ms: int) -> bool:
-        """Move a still-armed deadline to ``delay_ms`` from now, if that is no earlier than its heap slot.
+        """Move a still-armed deadline to ``delay_ms`` from now, keeping its action.
 
-        The heartbeat path: one attribute store, no keyed lookup and no new object. False means the
-        caller must ``schedule`` by key (the deadline fired, was cancelled or replaced, or would move
-        earlier, which needs a new heap slot).
+        The heartbeat path: no keyed lookup and no new object. False when the deadline has fired or
+        been cancelled; the caller then schedules by key.
         """
         if not armed.live:
             return False
-        deadline = self._clock.now_ms() + (delay_ms if delay_ms > 0 else 0)
-        if deadline < armed.armed_at:
-            return False
-        armed.deadline = deadline
+        self._move(armed, self._clock.now_ms() + (delay_ms if delay_ms > 0 else 0))
         return True
+
+    def _move(self, entry: Deadline, deadline: int) -> None:
+        entry.deadline = deadline
+        if deadline < entry.armed_at:
+            entry.armed_at = deadline
+            self._push(entry)
 
     def cancel(self, key: Hashable) -> None:
         entry = self._entries.pop(key, None)
@@ -92,9 +93,9 @@ class Purgatory:
         return len(self._entries)
 
     def next_deadline(self) -> int | None:
-        """The earliest armed heap slot (possibly a stale one; firing it is harmless)."""
+        """The earliest armed heap slot (possibly one re-armed later; firing it early is harmless)."""
         heap = self._heap
-        while heap and self._entries.get(heap[0][2]) is not heap[0][3]:
+        while heap and _stale(heap[0]):
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
@@ -104,22 +105,29 @@ class Purgatory:
         heap = self._heap
         fired = 0
         while heap and heap[0][0] <= now:
-            _, _, key, entry = heapq.heappop(heap)
-            if self._entries.get(key) is not entry:
+            slot = heapq.heappop(heap)
+            if _stale(slot):
                 continue
+            entry = slot[2]
             if entry.deadline > now:
                 entry.armed_at = entry.deadline
-                self._push(key, entry)
+                self._push(entry)
                 continue
-            del self._entries[key]
+            del self._entries[entry.key]
             entry.live = False
             entry.action()
             fired += 1
         return fired
 
-    def _push(self, key: Hashable, entry: Deadline) -> None:
+    def _push(self, entry: Deadline) -> None:
         heap = self._heap
         earliest = heap[0][0] if heap else None
-        heapq.heappush(heap, (entry.armed_at, next(self._seq), key, entry))
+        heapq.heappush(heap, (entry.armed_at, next(self._seq), entry))
         if self._wakeup is not None and (earliest is None or entry.armed_at < earliest):
             self._wakeup(entry.armed_at)
+
+
+def _stale(slot: tuple[int, int, Deadline]) -> bool:
+    """A slot of a fired or cancelled deadline, or one superseded by an earlier re-arm."""
+    entry = slot[2]
+    return not entry.live or slot[0] != entry.armed_at

@@ -26,20 +26,19 @@ def test_postpone_keeps_the_action_and_fires_once_at_the_new_deadline() -> None:
     assert not purgatory.postpone(armed, 100)  # fired: the caller must schedule again
 
 
-def test_postpone_never_moves_a_deadline_earlier_than_its_heap_slot() -> None:
+def test_moving_a_deadline_earlier_fires_it_once_at_the_earlier_time() -> None:
     clock, purgatory, fired = rig()
-    armed = purgatory.schedule("k", 1000, lambda: fired.append("k"))
-    assert not purgatory.postpone(armed, 10)
-    assert purgatory.deadline("k") == 1000
     wakeups: list[int] = []
     purgatory.set_wakeup(wakeups.append)
-    earlier = purgatory.schedule("k", 10, lambda: fired.append("k"))  # the keyed path moves it earlier
-    assert earlier is not armed and wakeups[-1] == 10
-    assert not purgatory.postpone(armed, 2000)  # the replaced deadline is dead
-    clock.advance(10)
+    armed = purgatory.schedule("k", 1000, lambda: fired.append("k"))
+    assert purgatory.postpone(armed, 10)  # earlier: one more heap slot for the same deadline object
+    assert purgatory.deadline("k") == 10 and wakeups[-1] == 10
+    assert purgatory.schedule("k", 5, lambda: fired.append("k")) is armed  # by key, too
+    clock.advance(5)
     assert fired == ["k"]
-    clock.advance(2000)  # the stale slot at 1000 fires nothing
+    clock.advance(2000)  # the superseded slots at 10 and 1000 fire nothing
     assert fired == ["k"]
+    assert purgatory.next_deadline() is None
 
 
 def test_postpone_of_a_cancelled_deadline_arms_nothing() -> None:
