@@ -23,6 +23,11 @@ def owned(member: AIOKafkaConsumer) -> list[int]:
     return sorted(tp.partition for tp in member.assignment())
 
 
+def split_between(first: list[int], second: list[int]) -> bool:
+    """Both members hold partitions and none twice: the rebalance has reached both of them."""
+    return bool(first) and bool(second) and not set(first) & set(second)
+
+
 async def main() -> None:
     producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, enable_idempotence=True)
     await producer.start()
@@ -44,7 +49,7 @@ async def main() -> None:
 
     second = consumer()
     await second.start()  # joining starts a rebalance; the broker logs it
-    while not (owned(first) and owned(second)):
+    while not split_between(owned(first), owned(second)):
         await asyncio.gather(first.getmany(timeout_ms=200), second.getmany(timeout_ms=200))
     print("after the rebalance: first owns", owned(first), "second owns", owned(second))
     await second.stop()

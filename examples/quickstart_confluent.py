@@ -24,6 +24,11 @@ def owned(member: Consumer) -> list[int]:
     return sorted(tp.partition for tp in member.assignment())
 
 
+def split_between(first: list[int], second: list[int]) -> bool:
+    """Both members hold partitions and none twice: the rebalance has reached both of them."""
+    return bool(first) and bool(second) and not set(first) & set(second)
+
+
 producer = Producer({"bootstrap.servers": BOOTSTRAP, "enable.idempotence": True})
 for i in range(10):
     producer.produce(TOPIC, key=f"key-{i}".encode(), value=f"record {i}".encode())
@@ -42,7 +47,7 @@ first.commit(asynchronous=False)
 print("first member owns", owned(first))
 
 second = consumer()  # joining starts a rebalance; the broker logs it
-while not (owned(first) and owned(second)):
+while not split_between(owned(first), owned(second)):
     first.poll(0.5)
     second.poll(0.5)
 print("after the rebalance: first owns", owned(first), "second owns", owned(second))

@@ -22,6 +22,11 @@ def owned(member: KafkaConsumer) -> list[int]:
     return sorted(tp.partition for tp in member.assignment())
 
 
+def split_between(first: list[int], second: list[int]) -> bool:
+    """Both members hold partitions and none twice: the rebalance has reached both of them."""
+    return bool(first) and bool(second) and not set(first) & set(second)
+
+
 producer = KafkaProducer(bootstrap_servers=BOOTSTRAP)  # idempotent by default
 for i in range(10):
     producer.send(TOPIC, key=f"key-{i}".encode(), value=f"record {i}".encode())
@@ -40,7 +45,7 @@ first.commit()
 print("first member owns", owned(first))
 
 second = consumer()  # its first poll joins the group and starts a rebalance; the broker logs it
-while not (owned(first) and owned(second)):
+while not split_between(owned(first), owned(second)):
     first.poll(timeout_ms=1000)
     second.poll(timeout_ms=1000)
 print("after the rebalance: first owns", owned(first), "second owns", owned(second))
