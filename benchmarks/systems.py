@@ -178,20 +178,6 @@ class Mock(System):
             raise RuntimeError(f"mock cluster did not print a bootstrap address: {line!r}: {log.read_text()}")
         return cls(process, host, int(port), log)
 
-    def cpu_seconds(self) -> float:
-        """User plus system CPU time of the process, all threads."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def wait_idle(self, busy: float = 0.05, window: float = 0.25, timeout: float = 60.0) -> None:
-        """Until the process uses under ``busy`` of a core over ``window`` seconds (e.g. done with closes)."""
-        deadline = time.perf_counter() + timeout
-        while time.perf_counter() < deadline:
-            used = self.cpu_seconds()
-            time.sleep(window)
-            if self.cpu_seconds() - used < busy * window:
-                return
-
     def set_join_delay(self, delay_ms: int) -> None:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(f"delay {delay_ms}\n")
