@@ -135,6 +135,15 @@ async def assert_unchanged(client: WireClient, server: BrokerServer, good: bytes
     assert records_of(fetched) == restamp(good, 0, 0)
 
 
+async def assert_unchanged_for_a_new_connection(server: BrokerServer, good: bytes) -> None:
+    """After a connection was closed on a client: the broker still serves, and stored nothing more."""
+    fresh = await WireClient.connect(server.port, "fresh")
+    try:
+        await assert_unchanged(fresh, server, good)
+    finally:
+        await fresh.close()
+
+
 async def assert_closed(client: WireClient, logs: Logs, reason: str) -> None:
     assert await client.closed_by_peer(), "the broker should close the connection"
     host, port = client.writer.get_extra_info("sockname")[:2]
@@ -190,11 +199,7 @@ async def test_bad_batch_with_acks_zero_closes_the_connection(
         await client.send_raw(client.encode(list_offsets_request(LIST_OFFSETS_V, [(0, LATEST)])))
         await assert_closed(client, logs, f"acks=0 produce to {TOPIC}-0 failed with {error.name}")
     await client.close()
-    fresh = await WireClient.connect(server.port, "fresh")
-    try:
-        await assert_unchanged(fresh, server, good)
-    finally:
-        await fresh.close()
+    await assert_unchanged_for_a_new_connection(server, good)
 
 
 async def test_a_bad_partition_does_not_spoil_the_good_ones(server: BrokerServer) -> None:
@@ -253,11 +258,7 @@ async def test_partition_out_of_range_with_acks_zero(server: BrokerServer) -> No
             client, logs, f"acks=0 produce to {TOPIC}-3 failed with {E.unknown_topic_or_partition.name}"
         )
     await client.close()
-    fresh = await WireClient.connect(server.port, "fresh")
-    try:
-        await assert_unchanged(fresh, server, good)
-    finally:
-        await fresh.close()
+    await assert_unchanged_for_a_new_connection(server, good)
 
 
 @pytest.mark.parametrize("version", versions(ApiKey.PRODUCE))
@@ -347,11 +348,7 @@ async def test_batch_above_max_message_bytes_acks_zero() -> None:
             await client.send_raw(client.encode(produce_request(11, [(0, make_batch(1, value=b"b" * 400))], acks=0)))
             await assert_closed(client, logs, f"failed with {E.message_too_large.name}")
         await client.close()
-        fresh = await WireClient.connect(server.port, "fresh")
-        try:
-            await assert_unchanged(fresh, server, good)
-        finally:
-            await fresh.close()
+        await assert_unchanged_for_a_new_connection(server, good)
 
 
 def storage_batch(letter: bytes) -> bytes:
