@@ -22,13 +22,24 @@ LEADER_EPOCH = 0
 _INT32_MAX = 2**31 - 1
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class StoredBatch:
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
+    """A batch as stored: its bytes and its header, both restamped with the broker's base offset."""
+
     data: bytes
     header: BatchHeader
+
+    @property
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.header.base_offset + self.header.last_offset_delta
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.header.max_timestamp
 
 
 @dataclass(slots=True, frozen=True)
@@ -143,12 +154,8 @@ class PartitionLog:
         self._budget.reserve(len(batch))
         base_offset = self.next_offset
         stored = StoredBatch(
-            base_offset=base_offset,
-            last_offset=base_offset + header.last_offset_delta,
-            max_timestamp=header.max_timestamp,
-            data=restamp(batch, base_offset, LEADER_EPOCH),
-            # The stored header is the restamped one: timestamp lookups number records from it.
-            header=replace(header, base_offset=base_offset, partition_leader_epoch=LEADER_EPOCH),
+            restamp(batch, base_offset, LEADER_EPOCH),
+            replace(header, base_offset=base_offset, partition_leader_epoch=LEADER_EPOCH),
         )
         self._batches.append(stored)
         self._last_offsets.append(stored.last_offset)
