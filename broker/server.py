@@ -38,7 +38,6 @@ log = structlog.get_logger("server")
 # Stop reading from a client that has this many requests queued behind a parked one.
 _MAX_QUEUED_REQUESTS = 256
 _HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.HEARTBEAT][1]
-_HEARTBEAT_KEY_BYTES = HEARTBEAT_KEY.to_bytes(2, "big")
 
 
 class LoopTimer:
@@ -156,7 +155,7 @@ class Connection(asyncio.Protocol):
         coordinator = self._server.coordinator
         while not self._busy and self._queue and not self._closed:
             frame = self._queue.popleft()
-            if frame[:2] == _HEARTBEAT_KEY_BYTES:
+            if len(frame) > 1 and frame[1] == HEARTBEAT_KEY and frame[0] == 0:  # api key 12, no slice
                 heartbeat = decode_heartbeat(frame, _HEARTBEAT_MAX_VERSION)
                 if heartbeat is not None:
                     version, correlation_id, client_id, group_id, generation_id, member_id, instance_id = heartbeat
