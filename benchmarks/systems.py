@@ -147,6 +147,8 @@ class Ours(System):
             "1000",
             "--log-level",
             "warning",
+            "--admin-port",
+            "0",
         ]
         with log.open("w") as stderr:
             process = subprocess.Popen(

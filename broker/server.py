@@ -9,20 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import importlib
 import socket
 from functools import partial
+from time import perf_counter
 from typing import Any
 
 import structlog
+from kio.schema.errors import ErrorCode
 
 from broker.api.api_versions import unsupported_version_response
 from broker.api.base import NO_RESPONSE, ApiContext, BrokerIdentity, Call, CloseConnection
 from broker.api.dispatch import HANDLERS
+from broker.api.fault_answers import error_response, request_identity
 from broker.coordinator.clock import Clock, SystemClock
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.messages import Client
 from broker.coordinator.pending import Pending
 from broker.coordinator.purgatory import Purgatory
+from broker.events import EventFile, EventHub
+from broker.faults import CLOSE, DELAY, SWALLOW, FaultRule, FaultRules
+from broker.metrics import RequestStats
 from broker.settings import Settings
 from broker.storage.delayed_fetch import DelayedFetches
 from broker.storage.partition_log import StorageBudget
@@ -98,6 +105,8 @@ class Connection(asyncio.Protocol):
         self._drain_scheduled = False
         # Set when the connection must end once what is queued is answered ("" = quietly, else the reason).
         self._close_when_drained: str | None = None
+        # The frame a delay rule held back: when it comes round again it is not matched a second time.
+        self._released: bytes | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------
 
@@ -111,6 +120,7 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "unknown"
         self._client = Client("", f"/{host}")
         self._server.connections.add(self)
+        self._server.connections_accepted += 1
 
     def data_received(self, data: bytes) -> None:
         if self._closed or self._close_when_drained is not None:
@@ -152,7 +162,19 @@ class Connection(asyncio.Protocol):
 
     def _drain(self) -> None:
         self._drain_scheduled = False
-        coordinator = self._server.coordinator
+        # Every answer of one pass goes out in the final flush, so the pass's length is each one's latency.
+        started = perf_counter()
+        answered: list[tuple[int, int]] = []  # (api key, version) of each answer this pass wrote
+        try:
+            self._drain_queue(started, answered)
+        finally:
+            if answered:
+                self._server.request_stats.record_pass(perf_counter() - started, answered)
+
+    def _drain_queue(self, started: float, answered: list[tuple[int, int]]) -> None:
+        server = self._server
+        coordinator = server.coordinator
+        faults = server.faults
         while not self._busy and self._queue and not self._closed:
             frame = self._queue.popleft()
             if len(frame) > 1 and frame[1] == HEARTBEAT_KEY and frame[0] == 0:  # api key 12, no slice
@@ -162,6 +184,16 @@ class Connection(asyncio.Protocol):
                     if client_id != self._client_id_raw:
                         self._client_id_raw = client_id
                         self._set_client_id(client_id.decode(errors="replace"))
+                    if faults:
+                        if frame is self._released:
+                            self._released = None
+                        elif rule := faults.match(HEARTBEAT_KEY, self._client_id, group_id, member_id, instance_id):
+                            error = self._heartbeat_fault(rule, frame)
+                            if error is None:
+                                return
+                            self._out.append(encode_heartbeat_response(version, correlation_id, error))
+                            answered.append((HEARTBEAT_KEY, version))
+                            continue
                     try:
                         error = coordinator.heartbeat(group_id, generation_id, member_id, instance_id)
                     except Exception:
@@ -169,6 +201,7 @@ class Connection(asyncio.Protocol):
                         self.close("internal error while handling a request")
                         return
                     self._out.append(encode_heartbeat_response(version, correlation_id, error))
+                    answered.append((HEARTBEAT_KEY, version))
                     continue
             try:
                 request = decode_request(frame)
@@ -178,6 +211,19 @@ class Connection(asyncio.Protocol):
                 return
             if request.client_id != self._client_id:
                 self._set_client_id(request.client_id)
+            answer: Any
+            if faults and request.body is not None:
+                if frame is self._released:
+                    self._released = None
+                elif rule := faults.match(
+                    request.api_key, self._client_id, *request_identity(request.api_key, request.body)
+                ):
+                    answer = self._request_fault(rule, frame, request)
+                    if answer is None:
+                        return
+                    self._send(request, answer)
+                    answered.append((request.api_key, request.api_version))
+                    continue
             try:
                 answer = self._dispatch(request)
             except Exception:
@@ -190,13 +236,14 @@ class Connection(asyncio.Protocol):
                 if not answer.done:
                     self._busy = True
                     self._flush()  # the answers before a parked one must not wait for it
-                    answer.add_done_callback(partial(self._answer_parked, request))
+                    answer.add_done_callback(partial(self._answer_parked, request, started))
                     return
                 answer = answer.value
             if isinstance(answer, CloseConnection):
                 self.close(answer.reason)
                 return
             self._send(request, answer)
+            answered.append((request.api_key, request.api_version))
         self._flush()
         if self._close_when_drained is not None:
             if not self._busy and not self._queue:
@@ -220,12 +267,13 @@ class Connection(asyncio.Protocol):
         handler = HANDLERS[request.api_key]
         return handler(self._server.api, Call(request.api_version, self._client), request.body)
 
-    def _answer_parked(self, request: Request, response: Any) -> None:
+    def _answer_parked(self, request: Request, started: float, response: Any) -> None:
         # Called from inside the coordinator: write now, but read the next request on a
         # fresh loop turn so the coordinator is never re-entered mid-transition.
         self._busy = False
         self._send(request, response)
         self._flush()
+        self._server.request_stats.record(request.api_key, request.api_version, perf_counter() - started)
         if not self._drain_scheduled and not self._closed:
             self._drain_scheduled = True
             asyncio.get_running_loop().call_soon(self._drain)
@@ -241,6 +289,43 @@ class Connection(asyncio.Protocol):
         if out and not self._closed and self._transport is not None:
             self._transport.write(out[0] if len(out) == 1 else b"".join(out))
         out.clear()
+
+    # -- fault rules ---------------------------------------------------------------------
+
+    def _heartbeat_fault(self, rule: FaultRule, frame: bytes) -> ErrorCode | None:
+        """The error a faulted heartbeat is answered with, or None when the rule took the request away."""
+        if rule.action == SWALLOW:
+            return ErrorCode.none  # all is well, says the broker, while the session runs out
+        if rule.error is not None:
+            return rule.error
+        self._take_away(rule, frame)
+        return None
+
+    def _request_fault(self, rule: FaultRule, frame: bytes, request: Request) -> Any:
+        """The answer to a faulted request, or None when the rule took the request away."""
+        if rule.action == SWALLOW:
+            return error_response(request.api_key, request.api_version, request.body, ErrorCode.none)
+        if rule.error is not None:
+            return error_response(request.api_key, request.api_version, request.body, rule.error)
+        self._take_away(rule, frame)
+        return None
+
+    def _take_away(self, rule: FaultRule, frame: bytes) -> None:
+        if rule.action == CLOSE:
+            self.close(f"fault rule {rule.id} closes the connection")
+            return
+        assert rule.action == DELAY and rule.delay_ms is not None
+        # Requests on a connection are answered in order: everything behind this one waits with it.
+        self._queue.appendleft(frame)
+        self._released = frame
+        self._busy = True
+        self._flush()
+        asyncio.get_running_loop().call_later(rule.delay_ms / 1000, self._end_delay)
+
+    def _end_delay(self) -> None:
+        self._busy = False
+        if not self._closed:
+            self._drain()
 
     def _note_client_id(self, frame: bytes) -> None:
         """Best effort, for the log line of a request that did not decode."""
@@ -267,7 +352,20 @@ class BrokerServer:
         self.settings = settings
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.purgatory = Purgatory(self.clock)
-        self.coordinator = GroupCoordinator(settings.group, self.clock, self.purgatory)
+        self.events = EventHub(
+            self.clock,
+            ring_size=settings.event_buffer_size,
+            debug=settings.log_level == "debug",
+            file=EventFile(settings.event_log, settings.event_log_max_bytes, settings.event_log_backups)
+            if settings.event_log
+            else None,
+        )
+        self.coordinator = GroupCoordinator(
+            settings.group, self.clock, self.purgatory, events=self.events, partition_count=self._partition_count
+        )
+        self.faults = FaultRules(self.clock)
+        self.request_stats = RequestStats()
+        self.connections_accepted = 0
         self.topics = TopicRegistry(
             auto_create=settings.auto_create_topics,
             default_partitions=settings.num_partitions,
@@ -284,6 +382,8 @@ class BrokerServer:
         self._timer: LoopTimer | None = None
         self.api: ApiContext
         self.port = 0
+        self.ready = False
+        self.control: Any = None  # the control API's site, when it runs
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -308,6 +408,21 @@ class BrokerServer:
             cluster_id=self.settings.cluster_id,
             initial_rebalance_delay_ms=self.settings.group.initial_rebalance_delay_ms,
         )
+        self.ready = True
+        if self.settings.admin_port >= 0:
+            # aiohttp takes ~200 ms to import: a worker thread does it while this loop already answers Kafka.
+            control = await loop.run_in_executor(None, importlib.import_module, "broker.admin.app")
+            self.control = control.ControlApi(self)
+            try:
+                await self.control.start(self.settings.admin_host, self.settings.admin_port)
+            except OSError:
+                self._server.close()
+                self.control = None
+                raise
+
+    def _partition_count(self, name: str) -> int | None:
+        topic = self.topics.get(name)
+        return topic.partitions if topic is not None else None
 
     def _topic_deleted(self, topic: Topic) -> None:
         self.coordinator.on_topic_deleted(topic.name)
@@ -324,6 +439,7 @@ class BrokerServer:
 
     async def stop(self) -> None:
         """Stop listening, answer every parked request as Kafka does on unload, then hang up."""
+        self.ready = False
         if self._server is not None:
             self._server.close()
         self.coordinator.shutdown()
@@ -334,4 +450,7 @@ class BrokerServer:
             connection.hang_up()
         if self._server is not None:
             await self._server.wait_closed()
+        if self.control is not None:
+            await self.control.stop()
+        self.events.close()
         log.info("broker stopped")

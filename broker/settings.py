@@ -38,6 +38,12 @@ class Settings:
     storage_max_bytes: int = 1_073_741_824
     log_level: str = "info"
     log_format: str = "auto"
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 9644
+    event_log: str | None = None
+    event_log_max_bytes: int = 100 * 1024 * 1024
+    event_log_backups: int = 5
+    event_buffer_size: int = 1000
 
     def advertised(self, bound_port: int) -> tuple[str, int]:
         """What Metadata and FindCoordinator return: explicit, else the listener's own address."""
@@ -79,6 +85,12 @@ _OPTIONS: list[tuple[str, object, object, str]] = [
     ("--storage-max-bytes", int, 1_073_741_824, "cap on bytes stored in all partition logs (-1: none)"),
     ("--log-level", str, "info", "debug, info, warning or error"),
     ("--log-format", str, "auto", "console, json, or auto (console on a terminal, JSON lines otherwise)"),
+    ("--admin-host", str, "127.0.0.1", "address of the HTTP control API (0.0.0.0 exposes it: it can kick members)"),
+    ("--admin-port", int, 9644, "port of the HTTP control API (0 picks a free one, -1 turns it off)"),
+    ("--event-log", str, None, "append group events to this JSON-lines file (schema: docs/events.md)"),
+    ("--event-log-max-bytes", int, 100 * 1024 * 1024, "rotate the event log when it reaches this size"),
+    ("--event-log-backups", int, 5, "rotated event logs to keep (PATH.1 is the newest)"),
+    ("--event-buffer-size", int, 1000, "events kept in memory per group for the control API"),
 ]
 
 
@@ -137,6 +149,12 @@ def from_arguments(args: argparse.Namespace) -> Settings:
         storage_max_bytes=args.storage_max_bytes,
         log_level=args.log_level,
         log_format=args.log_format,
+        admin_host=args.admin_host,
+        admin_port=args.admin_port,
+        event_log=args.event_log,
+        event_log_max_bytes=args.event_log_max_bytes,
+        event_log_backups=args.event_log_backups,
+        event_buffer_size=args.event_buffer_size,
     )
 
 

@@ -68,3 +68,8 @@ def api_name(api_key: int) -> str:
         return ApiKey(api_key).name
     except ValueError:
         return f"UNKNOWN({api_key})"
+
+
+def kafka_name(api_key: int) -> str:
+    """The name Kafka's docs and ApiKeys use: JoinGroup, OffsetCommit, ApiVersions."""
+    return "".join(word.capitalize() for word in api_name(api_key).split("_"))

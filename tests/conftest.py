@@ -74,7 +74,7 @@ def start_broker_process(tmp_path: Path, *extra: str) -> BrokerProcess:
         process = subprocess.Popen(
             [
                 sys.executable, "-m", "broker", "serve",
-                "--host", "127.0.0.1", "--port", str(port), "--log-format", "json",
+                "--host", "127.0.0.1", "--port", str(port), "--log-format", "json", "--admin-port", "0",
                 *TEST_GROUP_FLAGS, *extra,
             ],
             stdout=log_file,
@@ -102,6 +102,7 @@ def broker_settings(**overrides: Any) -> Settings:
         "cluster_id": "test-cluster",
         "group": GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=1000),
         "topics": (("topic", 3),),
+        "admin_port": -1,
     }
     return Settings(**(values | overrides))
 

@@ -78,6 +78,7 @@ async def test_environment_variables_configure_the_broker(tmp_path: Path) -> Non
         "GROUP_BROKER_CLUSTER_ID": "env-cluster",
         "GROUP_BROKER_TOPIC": "alpha:2,beta:5",
         "GROUP_BROKER_LOG_FORMAT": "json",
+        "GROUP_BROKER_ADMIN_PORT": "0",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "broker", "serve"], env=env, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.PIPE
@@ -133,7 +134,7 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
     broker = start_broker_process(tmp_path)
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", str(broker.port)],
+            [sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", str(broker.port), "--admin-port", "0"],
             cwd=ROOT, capture_output=True, text=True, timeout=20,
         )
     finally:

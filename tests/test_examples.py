@@ -40,6 +40,6 @@ def test_quick_start_example(tmp_path: Path, example: str) -> None:
     assert first.isdisjoint(second) and first | second == {0, 1, 2, 3}
 
     events = [json.loads(line) for line in broker.log().splitlines() if line.startswith("{")]
-    joins = [e for e in events if e["event"] == "join completed" and e.get("group_id", "").startswith("quickstart")]
+    joins = [e for e in events if e["event"] == "join_completed" and e.get("group_id", "").startswith("quickstart")]
     assert any(len(e["members"]) == 2 for e in joins)
-    assert any(e["event"] == "rebalance started" and e["group_id"].startswith("quickstart") for e in events)
+    assert any(e["event"] == "rebalance_started" and e["group_id"].startswith("quickstart") for e in events)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 from functools import partial
+from typing import Any, NamedTuple
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -42,6 +43,8 @@ from broker.coordinator.messages import (
 )
 from broker.coordinator.pending import Pending
 from broker.coordinator.purgatory import Purgatory
+from broker.coordinator.referee import judge
+from broker.events import GroupEvents, LoggedEvents
 
 E = ErrorCode
 EMPTY = GroupState.EMPTY
@@ -51,6 +54,24 @@ STABLE = GroupState.STABLE
 DEAD = GroupState.DEAD
 
 _EXPIRATION_KEY = ("offsets-expiration",)
+# Assignors that revoke before they reassign (KIP-429): a partition may be unowned for one generation.
+COOPERATIVE_PROTOCOLS = frozenset({"cooperative-sticky"})
+
+
+class Cause(NamedTuple):
+    """Why a rebalance started: a stable name for counting, the member that set it off, and words for people."""
+
+    name: str
+    member_id: str | None
+    reason: str
+
+
+class UnknownTarget(LookupError):
+    """A control verb named a group, member or instance the coordinator does not have."""
+
+
+class Conflict(RuntimeError):
+    """A control verb that makes no sense in the group's current state."""
 
 
 class MemberError(Exception):
@@ -89,12 +110,17 @@ class GroupCoordinator:
         *,
         new_uuid: Callable[[], str] | None = None,
         log: structlog.typing.FilteringBoundLogger | None = None,
+        events: GroupEvents | None = None,
+        partition_count: Callable[[str], int | None] | None = None,
     ) -> None:
         self.config = config if config is not None else GroupConfig()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.purgatory = purgatory if purgatory is not None else Purgatory(self.clock)
         self._new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
         self.log: structlog.typing.FilteringBoundLogger = log or structlog.get_logger("coordinator")
+        self.events: GroupEvents = events if events is not None else LoggedEvents(self.log)
+        # Partitions of a topic, for the assignment referee; None when the topic does not exist.
+        self._partition_count = partition_count or (lambda topic: None)
         self.groups: dict[str, ClassicGroup] = {}
         self.active = True
         self.purgatory.schedule(_EXPIRATION_KEY, self.config.offsets_retention_check_interval_ms, self._expire_offsets)
@@ -235,18 +261,23 @@ class GroupCoordinator:
         # A new member cannot heartbeat until it has its id, and its parked request
         # hides a disconnect, so it gets the long new-member timeout instead.
         self._schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
-        self.log.info(
-            "member joined",
-            group_id=group.group_id,
+        self._emit(
+            "member_joined",
+            group,
             member_id=member_id,
             group_instance_id=request.group_instance_id,
             client_id=request.client.client_id,
             client_host=request.client.host,
+            protocol_type=request.protocol_type,
             protocols=[name for name, _ in request.protocols],
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
             reason=request.reason,
         )
         reason = request.reason or "no reason given"
-        self._prepare_rebalance_or_complete_join(group, f"new member {member_id} joined ({reason})")
+        self._prepare_rebalance_or_complete_join(
+            group, Cause("member_joined", member_id, f"new member {member_id} joined ({reason})")
+        )
 
     def _update_member_and_rebalance(
         self, group: ClassicGroup, member: Member, request: JoinRequest, pending: Pending[JoinResult]
@@ -254,15 +285,21 @@ class GroupCoordinator:
         group.update_member(
             member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms, pending
         )
-        self.log.info(
-            "member rejoined",
-            group_id=group.group_id,
+        self._emit(
+            "member_rejoined",
+            group,
             member_id=member.member_id,
+            protocols=[name for name, _ in request.protocols],
             state=group.state.value,
             reason=request.reason,
         )
         self._prepare_rebalance_or_complete_join(
-            group, f"member {member.member_id} rejoined ({request.reason or 'no reason given'})"
+            group,
+            Cause(
+                "member_rejoined",
+                member.member_id,
+                f"member {member.member_id} rejoined ({request.reason or 'no reason given'})",
+            ),
         )
 
     def _replace_static_member(
@@ -291,13 +328,14 @@ class GroupCoordinator:
         group.update_member(
             member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms, pending
         )
-        self.log.info(
-            "static member replaced",
-            group_id=group.group_id,
+        self._emit(
+            "member_fenced",
+            group,
+            member_id=old_member_id,
+            new_member_id=new_member_id,
             group_instance_id=instance_id,
-            old_member_id=old_member_id,
-            member_id=new_member_id,
-            state=group.state.value,
+            client_id=member.client_id,
+            cause="static_member_replaced",
             reason=request.reason,
         )
         if group.is_in(STABLE):
@@ -319,21 +357,35 @@ class GroupCoordinator:
                     )
                 )
             else:
-                self._prepare_rebalance(group, f"static member {instance_id} rejoined with a new protocol")
+                self._prepare_rebalance(
+                    group,
+                    Cause(
+                        "static_member_replaced",
+                        new_member_id,
+                        f"static member {instance_id} rejoined with a new protocol",
+                    ),
+                )
         elif group.is_in(COMPLETING):
-            self._prepare_rebalance(group, f"static member {instance_id} replaced during CompletingRebalance")
+            self._prepare_rebalance(
+                group,
+                Cause(
+                    "static_member_replaced",
+                    new_member_id,
+                    f"static member {instance_id} replaced during CompletingRebalance",
+                ),
+            )
         elif group.is_in(PREPARING):
             self._maybe_complete_join(group)
 
     # -- the rebalance engine (7.4-7.8) ---------------------------------------------
 
-    def _prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
+    def _prepare_rebalance_or_complete_join(self, group: ClassicGroup, cause: Cause) -> None:
         if group.can_rebalance:
-            self._prepare_rebalance(group, reason)
+            self._prepare_rebalance(group, cause)
         else:
             self._maybe_complete_join(group)
 
-    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+    def _prepare_rebalance(self, group: ClassicGroup, cause: Cause) -> None:
         if group.is_in(COMPLETING):
             for member in group.members.values():
                 member.assignment = b""
@@ -347,14 +399,17 @@ class GroupCoordinator:
             self.purgatory.schedule(
                 group.join_key, delay, partial(self._on_initial_delay, group.group_id, delay, remaining)
             )
-        group.transition_to(PREPARING, self.clock.now_ms())
-        self.log.info(
-            "rebalance started",
-            group_id=group.group_id,
+        self._transition(group, PREPARING)
+        group.rebalance_started_ms = self.clock.now_ms()
+        self._emit(
+            "rebalance_started",
+            group,
             generation_id=group.generation_id,
             previous_state=group.previous_state.value,
             members=len(group.members),
-            reason=reason,
+            cause=cause.name,
+            member_id=cause.member_id,
+            reason=cause.reason,
         )
         if not initial:
             if group.has_all_members_joined():
@@ -395,8 +450,14 @@ class GroupCoordinator:
             if not member.is_static:
                 self.purgatory.cancel(member.heartbeat_key)
                 group.remove_member(member.member_id)
-                self.log.info(
-                    "member removed: did not rejoin in time", group_id=group.group_id, member_id=member.member_id
+                self._emit(
+                    "member_left",
+                    group,
+                    member_id=member.member_id,
+                    group_instance_id=None,
+                    client_id=member.client_id,
+                    cause="rejoin_timeout",
+                    reason="did not rejoin within the rebalance timeout",
                 )
         if group.is_in(DEAD):
             return
@@ -408,16 +469,20 @@ class GroupCoordinator:
             return
         now = self.clock.now_ms()
         group.init_next_generation(now)
-        self.log.info(
-            "join completed",
-            group_id=group.group_id,
+        self._emit_state_change(group)
+        self._emit(
+            "join_completed",
+            group,
             generation_id=group.generation_id,
             state=group.state.value,
+            protocol_type=group.protocol_type,
             protocol=group.protocol_name,
             leader=group.leader_id,
             members=list(group.members),
         )
         if group.is_in(EMPTY):
+            group.assignment_view = None
+            self._emit("group_emptied", group, generation_id=group.generation_id)
             return
         for member in group.members.values():
             join = group.take_join(member)
@@ -504,7 +569,8 @@ class GroupCoordinator:
         return pending
 
     def _store_assignment(self, group: ClassicGroup, assignments: Iterable[tuple[str, bytes]]) -> None:
-        by_member = dict(assignments)  # duplicate member ids: the last one wins
+        sent = list(assignments)
+        by_member = dict(sent)  # duplicate member ids: the last one wins
         missing = [m for m in group.members if m not in by_member]
         if missing:
             self.log.warning("leader left members without an assignment", group_id=group.group_id, members=missing)
@@ -512,13 +578,52 @@ class GroupCoordinator:
             member.assignment = by_member.get(member_id, b"")
         # An in-memory store never fails, so the group becomes Stable at once.
         self._propagate_assignment(group, E.none)
-        group.transition_to(STABLE, self.clock.now_ms())
-        self.log.info(
-            "sync completed",
-            group_id=group.group_id,
+        self._transition(group, STABLE)
+        self._referee(group, sent)
+
+    def _referee(self, group: ClassicGroup, sent: list[tuple[str, bytes]]) -> None:
+        """Report the generation's assignment; for the consumer protocol, judge it. Never changes an answer."""
+        protocol = group.protocol_name
+        verdict = None
+        if group.protocol_type == "consumer" and protocol is not None:
+            verdict = judge(
+                sent,
+                {member_id: member.metadata(protocol) for member_id, member in group.members.items()},
+                group.assignment_view,
+                self._partition_count,
+                cooperative=protocol in COOPERATIVE_PROTOCOLS,
+            )
+        group.assignment_view = verdict.assignments if verdict is not None else None
+        self._emit(
+            "sync_completed",
+            group,
             generation_id=group.generation_id,
-            assignments={m.member_id: len(m.assignment) for m in group.members.values()},
+            protocol=protocol,
+            assignments=verdict.assignments if verdict is not None else None,
+            moved=[
+                {"topic": m.topic, "partition": m.partition, "from": m.from_member, "to": m.to_member}
+                for m in verdict.moved
+            ]
+            if verdict is not None
+            else None,
+            unowned=verdict.unowned if verdict is not None else None,
+            rebalance_ms=self.clock.now_ms() - group.rebalance_started_ms,
+            rebalance_protocol=(
+                ("cooperative" if protocol in COOPERATIVE_PROTOCOLS else "eager") if verdict is not None else None
+            ),
+            assignment_bytes={m.member_id: len(m.assignment) for m in group.members.values()},
         )
+        if verdict is not None:
+            for violation in verdict.violations:
+                self._emit(
+                    "referee_violation",
+                    group,
+                    generation_id=group.generation_id,
+                    kind=violation.kind,
+                    topic=violation.topic,
+                    partition=violation.partition,
+                    members=list(violation.members),
+                )
 
     def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
         for member in group.members.values():
@@ -552,8 +657,19 @@ class GroupCoordinator:
             member = group.remove_member(member_id)
             if member is not None:
                 self.purgatory.cancel(member.heartbeat_key)
-        self.log.info("members removed: no SyncGroup in time", group_id=group_id, members=laggards)
-        self._prepare_rebalance(group, f"members {laggards} did not sync within the rebalance timeout")
+                self._emit(
+                    "member_left",
+                    group,
+                    member_id=member_id,
+                    group_instance_id=member.group_instance_id,
+                    client_id=member.client_id,
+                    cause="sync_timeout",
+                    reason="sent no SyncGroup within the rebalance timeout",
+                )
+        self._prepare_rebalance(
+            group,
+            Cause("sync_timeout", laggards[0], f"members {laggards} did not sync within the rebalance timeout"),
+        )
 
     # ======================================================================
     # Heartbeat (section 9): the hot path
@@ -612,9 +728,9 @@ class GroupCoordinator:
             if error is E.none:
                 removed.append(identity.member_id or identity.group_instance_id)
         if removed:
-            reason = f"members {removed} left the group"
+            cause = Cause("member_left", removed[0], f"members {removed} left the group")
             if group.state in (STABLE, COMPLETING):
-                self._prepare_rebalance_or_complete_join(group, reason)
+                self._prepare_rebalance_or_complete_join(group, cause)
             elif group.is_in(PREPARING):
                 self._maybe_complete_join(group)
         return LeaveResult(E.none, tuple(answers))
@@ -625,7 +741,7 @@ class GroupCoordinator:
             member_id = group.static_member_id(identity.group_instance_id)
             if member_id is None:
                 return E.unknown_member_id
-            self._remove_member(group, group.members[member_id], f"removed by instance id: {reason}")
+            self._remove_member(group, group.members[member_id], "member_left", cause="leave_group", reason=reason)
             return E.none
         if group.is_pending_member(identity.member_id):
             group.pending_join_members.discard(identity.member_id)
@@ -636,22 +752,23 @@ class GroupCoordinator:
             member = self._validate_member(group, identity.member_id, identity.group_instance_id)
         except MemberError as failure:
             return failure.error
-        self._remove_member(group, member, f"left: {reason}")
+        self._remove_member(group, member, "member_left", cause="leave_group", reason=reason)
         return E.none
 
-    def _remove_member(self, group: ClassicGroup, member: Member, why: str) -> None:
+    def _remove_member(self, group: ClassicGroup, member: Member, event: str, **fields: Any) -> None:
         """Cancel its timer, answer its parked JoinGroup, drop it. The caller decides about rebalancing."""
         self.purgatory.cancel(member.heartbeat_key)
         join = group.take_join(member)
         if join is not None:
             join.complete(JoinResult(error=E.unknown_member_id, member_id=""))
         group.remove_member(member.member_id)
-        self.log.info(
-            "member left",
-            group_id=group.group_id,
+        self._emit(
+            event,
+            group,
             member_id=member.member_id,
             group_instance_id=member.group_instance_id,
-            reason=why,
+            client_id=member.client_id,
+            **fields,
         )
 
     # ======================================================================
@@ -684,11 +801,27 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat:
             return
+        self._expire_member(group, member, "session_timeout")
+
+    def _expire_member(self, group: ClassicGroup, member: Member, cause: str) -> None:
+        """onExpireHeartbeat: a session expiry, or a kick that takes the same path."""
         silence_ms = self.clock.now_ms() - member.last_heartbeat_ms
-        self._remove_member(group, member, f"session expired after {silence_ms} ms without a heartbeat")
-        reason = f"member {member_id} expired"
+        self._remove_member(
+            group,
+            member,
+            "member_expired",
+            since_last_heartbeat_ms=silence_ms,
+            session_timeout_ms=member.session_timeout_ms,
+            cause=cause,
+        )
+        if cause == "kicked":
+            reason = f"member {member.member_id} was kicked through the control API"
+            why = Cause("member_kicked", member.member_id, reason)
+        else:
+            reason = f"member {member.member_id} sent no heartbeat for {silence_ms} ms"
+            why = Cause("member_expired", member.member_id, reason)
         if group.state in (STABLE, COMPLETING):
-            self._prepare_rebalance(group, reason)
+            self._prepare_rebalance(group, why)
         elif group.is_in(PREPARING):
             self._maybe_complete_join(group)
 
@@ -737,7 +870,15 @@ class GroupCoordinator:
                 )
                 results.append((commit.partition, E.none))
             answer.append((topic, tuple(results)))
-        self.log.debug("offsets committed", group_id=request.group_id, member_id=request.member_id)
+        if self.events.wants_debug:
+            self._emit(
+                "offsets_committed",
+                group,
+                debug=True,
+                member_id=request.member_id,
+                generation_id=request.generation_id,
+                offsets=[[topic, c.partition, c.offset] for topic, partitions in request.topics for c in partitions],
+            )
         return tuple(answer)
 
     def _validate_commit(self, request: CommitRequest) -> ErrorCode | None:
@@ -806,7 +947,7 @@ class GroupCoordinator:
                     if expired:
                         del group.offsets[key]
                 if not group.offsets:
-                    self.log.info("offsets expired", group_id=group.group_id)
+                    self._emit("offsets_expired", group)
             if group.is_in(EMPTY) and not group.offsets:
                 self._delete_group(group, "empty group without offsets expired")
         self.purgatory.schedule(_EXPIRATION_KEY, self.config.offsets_retention_check_interval_ms, self._expire_offsets)
@@ -905,6 +1046,77 @@ class GroupCoordinator:
                 self._delete_group(group, f"its last offsets belonged to deleted topic {topic}")
 
     # ======================================================================
+    # Control verbs (the control API's chaos tools; not part of Kafka)
+    # ======================================================================
+
+    def _live_group(self, group_id: str) -> ClassicGroup:
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(DEAD):
+            raise UnknownTarget(f"no group {group_id!r}")
+        return group
+
+    def kick(self, group_id: str, member_id: str) -> None:
+        """Evict a member now, down the same path as a session expiry."""
+        group = self._live_group(group_id)
+        if group.is_pending_member(member_id):
+            group.pending_join_members.discard(member_id)
+            self.purgatory.cancel(heartbeat_key(group_id, member_id))
+            self.log.info("pending member kicked", group_id=group_id, member_id=member_id)
+            self._maybe_complete_join(group)
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            raise UnknownTarget(f"group {group_id!r} has no member {member_id!r}")
+        if member.sync_pending is not None:
+            # A session expiry cannot catch a member with a parked SyncGroup; a kick can, and must answer it.
+            sync, member.sync_pending = member.sync_pending, None
+            sync.complete(SyncResult(E.unknown_member_id))
+        self._expire_member(group, member, "kicked")
+
+    def fence(self, group_id: str, instance_id: str) -> tuple[str, str]:
+        """As if another process took the static instance over: the old member id is fenced from now on.
+
+        The new id heartbeats for nobody, so the session timeout later removes it and the group rebalances,
+        which is what happens in Kafka when the process that took over dies at once. Returns (old, new) ids.
+        """
+        group = self._live_group(group_id)
+        old_member_id = group.static_member_id(instance_id)
+        if old_member_id is None:
+            raise UnknownTarget(f"group {group_id!r} has no static member with instance id {instance_id!r}")
+        member = group.members[old_member_id]
+        join = group.take_join(member)
+        if join is not None:
+            join.complete(JoinResult(error=E.fenced_instance_id, member_id=old_member_id))
+        if member.sync_pending is not None:
+            sync, member.sync_pending = member.sync_pending, None
+            sync.complete(SyncResult(error=E.fenced_instance_id))
+        new_member_id = f"{instance_id}-{self._new_uuid()}"
+        self.purgatory.cancel(member.heartbeat_key)
+        group.replace_static_member(instance_id, old_member_id, new_member_id)
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self._emit(
+            "member_fenced",
+            group,
+            member_id=old_member_id,
+            new_member_id=new_member_id,
+            group_instance_id=instance_id,
+            client_id=member.client_id,
+            cause="fenced",
+            reason="fenced through the control API",
+        )
+        if group.is_in(PREPARING):
+            self._maybe_complete_join(group)
+        return old_member_id, new_member_id
+
+    def force_rebalance(self, group_id: str) -> None:
+        group = self._live_group(group_id)
+        if group.is_in(EMPTY):
+            raise Conflict(f"group {group_id!r} is Empty: there are no members to rebalance")
+        if group.is_in(PREPARING):
+            raise Conflict(f"group {group_id!r} is already rebalancing")
+        self._prepare_rebalance(group, Cause("forced", None, "forced through the control API"))
+
+    # ======================================================================
     # Lifecycle
     # ======================================================================
 
@@ -930,20 +1142,36 @@ class GroupCoordinator:
             self.purgatory.cancel(heartbeat_key(group.group_id, member_id))
         self.purgatory.cancel(group.join_key)
         self.purgatory.cancel(group.sync_key)
-        group.transition_to(DEAD, self.clock.now_ms())
+        self._transition(group, DEAD)
 
     def _create_group(self, group_id: str) -> ClassicGroup:
         group = ClassicGroup(group_id, self.clock.now_ms())
         self.groups[group_id] = group
+        self._emit("group_created", group)
         return group
 
     def _delete_group(self, group: ClassicGroup, why: str) -> None:
         group.offsets.clear()
         self.purgatory.cancel(group.join_key)
         self.purgatory.cancel(group.sync_key)
-        group.transition_to(DEAD, self.clock.now_ms())
+        self._transition(group, DEAD)
         del self.groups[group.group_id]
-        self.log.info("group deleted", group_id=group.group_id, reason=why)
+        self._emit("group_deleted", group, reason=why)
+
+    # ======================================================================
+    # Events
+    # ======================================================================
+
+    def _emit(self, event: str, group: ClassicGroup, *, debug: bool = False, **fields: Any) -> None:
+        self.events.emit(event, group.group_id, fields, debug=debug)
+
+    def _transition(self, group: ClassicGroup, state: GroupState) -> None:
+        group.transition_to(state, self.clock.now_ms())
+        self._emit_state_change(group)
+
+    def _emit_state_change(self, group: ClassicGroup) -> None:
+        fields = {"from": group.previous_state.value, "to": group.state.value, "generation_id": group.generation_id}
+        self.events.emit("state_changed", group.group_id, fields)
 
 
 def _answer(pending: Pending[JoinResult], error: ErrorCode, member_id: str) -> Pending[JoinResult]:

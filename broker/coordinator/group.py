@@ -152,6 +152,9 @@ class ClassicGroup:
         self.offsets: dict[tuple[str, int], CommittedOffset] = {}
         self.join_key = ("join", group_id)
         self.sync_key = ("sync", group_id)
+        # For events only: when the current rebalance began, and the last generation's decoded assignment.
+        self.rebalance_started_ms = now_ms
+        self.assignment_view: dict[str, dict[str, list[int]]] | None = None
 
     # -- state -----------------------------------------------------------------
 

@@ -64,11 +64,11 @@ def log_events(broker: BrokerProcess) -> list[dict[str, Any]]:
 
 
 def generations(broker: BrokerProcess, group: str) -> list[int]:
-    """The generation of every "join completed" the broker logged for ``group``."""
+    """The generation of every "join_completed" the broker logged for ``group``."""
     return [
         int(e["generation_id"])
         for e in log_events(broker)
-        if e.get("event") == "join completed" and e.get("group_id") == group
+        if e.get("event") == "join_completed" and e.get("group_id") == group
     ]
 
 

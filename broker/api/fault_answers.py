@@ -1,0 +1,93 @@
+"""What fault rules need from a request: who sent it, and an answer that is nothing but an error.
+
+Error answers are shaped as Kafka's ``getErrorResponse`` shapes them; the coordinator never sees the request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32, i64
+
+from broker.api.base import ERROR_MESSAGES, NO_THROTTLE
+from broker.api.membership import join_response, sync_response
+from broker.api.offsets import _partition_errors
+from broker.coordinator.messages import JoinResult, SyncResult
+from protocol.apis import ApiKey
+from protocol.codec import build, nested, response_schema
+
+
+def error_response(api_key: int, version: int, body: Any, error: ErrorCode) -> Any:
+    cls = response_schema(api_key, version)
+    if api_key == ApiKey.JOIN_GROUP:
+        return join_response(version, JoinResult(error=error, member_id=body.member_id))
+    if api_key == ApiKey.SYNC_GROUP:
+        return sync_response(version, SyncResult(error))
+    if api_key in (ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP):
+        return build(cls, throttle_time=NO_THROTTLE, error_code=error, members=())
+    if api_key == ApiKey.OFFSET_COMMIT:
+        every_partition = tuple((t.name, tuple((p.partition_index, error) for p in t.partitions)) for t in body.topics)
+        return build(
+            cls, throttle_time=NO_THROTTLE, topics=_partition_errors(cls, "OffsetCommitResponse", every_partition)
+        )
+    if api_key == ApiKey.OFFSET_FETCH:
+        return _offset_fetch_error(cls, version, body, error)
+    if api_key == ApiKey.FIND_COORDINATOR:
+        nowhere = {"error_code": error, "node_id": i32(-1), "host": "", "port": i32(-1)}
+        message = ERROR_MESSAGES.get(error, error.name.upper())
+        if version < 4:
+            return build(cls, throttle_time=NO_THROTTLE, error_message=message, **nowhere)
+        coordinator_cls = nested(cls, "Coordinator")
+        entries = tuple(
+            build(coordinator_cls, key=key, error_message=message, **nowhere) for key in body.coordinator_keys
+        )
+        return build(cls, throttle_time=NO_THROTTLE, coordinators=entries)
+    raise ValueError(f"no error response for api key {api_key}")
+
+
+def _offset_fetch_error(cls: type, version: int, body: Any, error: ErrorCode) -> Any:
+    if version >= 8:
+        group_cls = nested(cls, "OffsetFetchResponseGroup")
+        groups = tuple(build(group_cls, group_id=g.group_id, topics=(), error_code=error) for g in body.groups)
+        return build(cls, throttle_time=NO_THROTTLE, groups=groups)
+    if version >= 2:
+        return build(cls, throttle_time=NO_THROTTLE, topics=(), error_code=error)
+    # v0-1 carry no group-level error: it goes on every requested partition.
+    topic_cls = nested(cls, "OffsetFetchResponseTopic")
+    partition_cls = nested(cls, "OffsetFetchResponsePartition")
+    topics = tuple(
+        build(
+            topic_cls,
+            name=t.name,
+            partitions=tuple(
+                build(
+                    partition_cls,
+                    partition_index=i32(p),
+                    committed_offset=i64(-1),
+                    metadata="",
+                    error_code=error,
+                )
+                for p in t.partition_indexes
+            ),
+        )
+        for t in body.topics or ()
+    )
+    return build(cls, throttle_time=NO_THROTTLE, topics=topics)
+
+
+def request_identity(api_key: int, body: Any) -> tuple[str | None, str | None, str | None]:
+    """(group id, member id, group instance id) as far as the request names them."""
+    group_id = getattr(body, "group_id", None)
+    member_id = getattr(body, "member_id", None)
+    instance_id = getattr(body, "group_instance_id", None)
+    if api_key == ApiKey.LEAVE_GROUP and getattr(body, "members", None):
+        first = body.members[0]
+        member_id, instance_id = first.member_id or None, first.group_instance_id
+    elif api_key == ApiKey.OFFSET_FETCH and getattr(body, "groups", None):
+        first = body.groups[0]
+        group_id, member_id = first.group_id, getattr(first, "member_id", None)
+    elif api_key == ApiKey.FIND_COORDINATOR and getattr(body, "key_type", 0) == 0:
+        keys = getattr(body, "coordinator_keys", None)
+        group_id = keys[0] if keys else getattr(body, "key", None)
+    return group_id, member_id, instance_id
