@@ -7,6 +7,7 @@ these counts into metric families when it is scraped (``broker/admin/metrics.py`
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 
 LATENCY_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -39,8 +40,5 @@ class RequestStats:
         if len(answered) == 1:
             self.record(answered[0][0], answered[0][1], seconds)
             return
-        counts: dict[tuple[int, int], int] = {}
-        for key in answered:
-            counts[key] = counts.get(key, 0) + 1
-        for (api_key, version), times in counts.items():
+        for (api_key, version), times in Counter(answered).items():
             self.record(api_key, version, seconds, times)

@@ -164,97 +164,102 @@ class Connection(asyncio.Protocol):
         self._drain_scheduled = False
         # Every answer of one pass goes out in the final flush, so the pass's length is each one's latency.
         started = perf_counter()
-        answered: list[tuple[int, int]] = []  # (api key, version) of each answer this pass wrote
+        heartbeats = heartbeat_version = 0  # counted apart from the rest: a local int is the cheapest tally
+        answered: list[tuple[int, int]] = []  # (api key, version) of every other answer this pass wrote
         try:
-            self._drain_queue(started, answered)
-        finally:
-            if answered:
-                self._server.request_stats.record_pass(perf_counter() - started, answered)
-
-    def _drain_queue(self, started: float, answered: list[tuple[int, int]]) -> None:
-        server = self._server
-        coordinator = server.coordinator
-        faults = server.faults
-        while not self._busy and self._queue and not self._closed:
-            frame = self._queue.popleft()
-            if len(frame) > 1 and frame[1] == HEARTBEAT_KEY and frame[0] == 0:  # api key 12, no slice
-                heartbeat = decode_heartbeat(frame, _HEARTBEAT_MAX_VERSION)
-                if heartbeat is not None:
-                    version, correlation_id, client_id, group_id, generation_id, member_id, instance_id = heartbeat
-                    if client_id != self._client_id_raw:
-                        self._client_id_raw = client_id
-                        self._set_client_id(client_id.decode(errors="replace"))
-                    if faults:
-                        if frame is self._released:
-                            self._released = None
-                        elif rule := faults.match(HEARTBEAT_KEY, self._client_id, group_id, member_id, instance_id):
-                            error = self._heartbeat_fault(rule, frame)
-                            if error is None:
-                                return
-                            self._out.append(encode_heartbeat_response(version, correlation_id, error))
-                            answered.append((HEARTBEAT_KEY, version))
-                            continue
-                    try:
-                        error = coordinator.heartbeat(group_id, generation_id, member_id, instance_id)
-                    except Exception:
-                        log.exception("request failed", peer=self.peer, client_id=self._client_id, api="HEARTBEAT")
-                        self.close("internal error while handling a request")
-                        return
-                    self._out.append(encode_heartbeat_response(version, correlation_id, error))
-                    answered.append((HEARTBEAT_KEY, version))
-                    continue
-            try:
-                request = decode_request(frame)
-            except ProtocolError as error:
-                self._note_client_id(frame)
-                self.close(str(error))
-                return
-            if request.client_id != self._client_id:
-                self._set_client_id(request.client_id)
-            answer: Any
-            if faults and request.body is not None:
-                if frame is self._released:
-                    self._released = None
-                elif rule := faults.match(
-                    request.api_key, self._client_id, *request_identity(request.api_key, request.body)
-                ):
-                    answer = self._request_fault(rule, frame, request)
-                    if answer is None:
-                        return
-                    self._send(request, answer)
-                    answered.append((request.api_key, request.api_version))
-                    continue
-            try:
-                answer = self._dispatch(request)
-            except Exception:
-                log.exception(
-                    "request failed", peer=self.peer, client_id=self._client_id, api=api_name(request.api_key)
-                )
-                self.close("internal error while handling a request")
-                return
-            if isinstance(answer, Pending):
-                if not answer.done:
-                    self._busy = True
-                    self._flush()  # the answers before a parked one must not wait for it
-                    answer.add_done_callback(partial(self._answer_parked, request, started))
+            server = self._server
+            coordinator = server.coordinator
+            faults = server.faults
+            armed = faults.rules  # a dict's truth is a C check; the hot path pays nothing more when no rule is set
+            while not self._busy and self._queue and not self._closed:
+                frame = self._queue.popleft()
+                if len(frame) > 1 and frame[1] == HEARTBEAT_KEY and frame[0] == 0:  # api key 12, no slice
+                    heartbeat = decode_heartbeat(frame, _HEARTBEAT_MAX_VERSION)
+                    if heartbeat is not None:
+                        version, correlation_id, client_id, group_id, generation_id, member_id, instance_id = heartbeat
+                        if client_id != self._client_id_raw:
+                            self._client_id_raw = client_id
+                            self._set_client_id(client_id.decode(errors="replace"))
+                        if armed:
+                            if frame is self._released:
+                                self._released = None
+                            elif rule := faults.match(HEARTBEAT_KEY, self._client_id, group_id, member_id, instance_id):
+                                error = self._heartbeat_fault(rule, frame)
+                                if error is None:
+                                    return
+                                self._out.append(encode_heartbeat_response(version, correlation_id, error))
+                                answered.append((HEARTBEAT_KEY, version))
+                                continue
+                        try:
+                            error = coordinator.heartbeat(group_id, generation_id, member_id, instance_id)
+                        except Exception:
+                            log.exception("request failed", peer=self.peer, client_id=self._client_id, api="HEARTBEAT")
+                            self.close("internal error while handling a request")
+                            return
+                        self._out.append(encode_heartbeat_response(version, correlation_id, error))
+                        heartbeats += 1
+                        heartbeat_version = version
+                        continue
+                try:
+                    request = decode_request(frame)
+                except ProtocolError as error:
+                    self._note_client_id(frame)
+                    self.close(str(error))
                     return
-                answer = answer.value
-            if isinstance(answer, CloseConnection):
-                self.close(answer.reason)
+                if request.client_id != self._client_id:
+                    self._set_client_id(request.client_id)
+                answer: Any
+                if armed and request.body is not None:
+                    if frame is self._released:
+                        self._released = None
+                    elif rule := faults.match(
+                        request.api_key, self._client_id, *request_identity(request.api_key, request.body)
+                    ):
+                        answer = self._request_fault(rule, frame, request)
+                        if answer is None:
+                            return
+                        self._send(request, answer)
+                        answered.append((request.api_key, request.api_version))
+                        continue
+                try:
+                    answer = self._dispatch(request)
+                except Exception:
+                    log.exception(
+                        "request failed", peer=self.peer, client_id=self._client_id, api=api_name(request.api_key)
+                    )
+                    self.close("internal error while handling a request")
+                    return
+                if isinstance(answer, Pending):
+                    if not answer.done:
+                        self._busy = True
+                        self._flush()  # the answers before a parked one must not wait for it
+                        answer.add_done_callback(partial(self._answer_parked, request, started))
+                        return
+                    answer = answer.value
+                if isinstance(answer, CloseConnection):
+                    self.close(answer.reason)
+                    return
+                self._send(request, answer)
+                answered.append((request.api_key, request.api_version))
+            self._flush()
+            if self._close_when_drained is not None:
+                if not self._busy and not self._queue:
+                    if self._close_when_drained:
+                        self.close(self._close_when_drained)
+                    else:
+                        self.hang_up()
                 return
-            self._send(request, answer)
-            answered.append((request.api_key, request.api_version))
-        self._flush()
-        if self._close_when_drained is not None:
-            if not self._busy and not self._queue:
-                if self._close_when_drained:
-                    self.close(self._close_when_drained)
-                else:
-                    self.hang_up()
-            return
-        if self._paused and len(self._queue) <= _MAX_QUEUED_REQUESTS // 2 and self._transport is not None:
-            self._paused = False
-            self._transport.resume_reading()
+            if self._paused and len(self._queue) <= _MAX_QUEUED_REQUESTS // 2 and self._transport is not None:
+                self._paused = False
+                self._transport.resume_reading()
+        finally:
+            if heartbeats or answered:
+                stats = self._server.request_stats
+                elapsed = perf_counter() - started
+                if heartbeats:
+                    stats.record(HEARTBEAT_KEY, heartbeat_version, elapsed, heartbeats)
+                if answered:
+                    stats.record_pass(elapsed, answered)
 
     def _set_client_id(self, client_id: str) -> None:
         if client_id != self._client_id:
