@@ -134,7 +134,8 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
     broker = start_broker_process(tmp_path)
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", str(broker.port), "--admin-port", "0"],
+            [sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", str(broker.port),
+             "--admin-port", "0"],
             cwd=ROOT, capture_output=True, text=True, timeout=20,
         )
     finally:

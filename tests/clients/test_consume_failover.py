@@ -345,10 +345,10 @@ def assert_exclusive_per_generation(fleet: Fleet) -> None:
     """Within a generation no partition belongs to two members, and every (generation, member) a worker reports
     is one the broker logged in that generation's "join_completed" line.
 
-    A restarted static member is the same member of the generation under a new id ("static member replaced"),
+    A restarted static member is the same member of the generation under a new id ("member_fenced"),
     so its processes count as one member (the old one was dead or closed before the new one took over)."""
     joined = {line["generation_id"]: set(line["members"]) for line in fleet.logged("join_completed")}
-    replaced = {line["member_id"]: line["old_member_id"] for line in fleet.logged("static member replaced")}
+    replaced = {line["new_member_id"]: line["member_id"] for line in fleet.logged("member_fenced")}
 
     def first_id(member_id: str) -> str:
         while member_id in replaced:
@@ -526,8 +526,9 @@ def restart_static(fleet: Fleet, workers: list[Worker], old: Worker, stop: Calla
     assert fleet.logged("join_completed") == joins, f"the group rebalanced for static-{index}:\n{fleet.describe()}"
     assert not [line for line in fleet.logged("member_left") if line["member_id"] == member], fleet.describe()
     assert not [line for line in fleet.logged("member_expired") if line["member_id"] == member], fleet.describe()
-    replaced = [line for line in fleet.logged("static member replaced") if line["old_member_id"] == member]
-    assert len(replaced) == 1 and replaced[0]["member_id"] == new.member_id, replaced
+    replaced = [line for line in fleet.logged("member_fenced") if line["member_id"] == member]
+    assert len(replaced) == 1 and replaced[0]["new_member_id"] == new.member_id, replaced
+    assert replaced[0]["cause"] == "static_member_replaced", replaced
     return new
 
 
