@@ -105,7 +105,10 @@ class EventHub:
             self.file.write(json.dumps(record, separators=(",", ":"), default=str))
         (self.log.debug if debug else self.log.info)(event, group_id=group_id, seq=self.seq, **fields)
         for subscriber in list(self._subscribers):
-            subscriber(record)
+            try:
+                subscriber(record)
+            except Exception:  # a watcher's failure must never stop the coordinator half-way through a step
+                self.log.exception("event subscriber failed", subscriber=repr(subscriber), event=event)
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Call ``subscriber`` with every record from now on; returns the function that stops it."""

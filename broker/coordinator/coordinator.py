@@ -801,7 +801,8 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat:
             return
-        self._expire_member(group, member, "session_timeout")
+        # A new member's parked JoinGroup is no proof of life: it gets the long new-member timeout instead.
+        self._expire_member(group, member, "new_member_timeout" if member.is_new else "session_timeout")
 
     def _expire_member(self, group: ClassicGroup, member: Member, cause: str) -> None:
         """onExpireHeartbeat: a session expiry, or a kick that takes the same path."""
@@ -857,6 +858,7 @@ class GroupCoordinator:
         expire_at = now + request.retention_time_ms if request.retention_time_ms != -1 else None
         max_bytes = self.config.offset_metadata_max_bytes
         answer = []
+        committed: list[list[object]] = []
         for topic, partitions in request.topics:
             results = []
             for commit in partitions:
@@ -869,6 +871,7 @@ class GroupCoordinator:
                     commit.offset, commit.leader_epoch, metadata, timestamp, expire_at
                 )
                 results.append((commit.partition, E.none))
+                committed.append([topic, commit.partition, commit.offset])
             answer.append((topic, tuple(results)))
         if self.events.wants_debug:
             self._emit(
@@ -877,7 +880,7 @@ class GroupCoordinator:
                 debug=True,
                 member_id=request.member_id,
                 generation_id=request.generation_id,
-                offsets=[[topic, c.partition, c.offset] for topic, partitions in request.topics for c in partitions],
+                offsets=committed,
             )
         return tuple(answer)
 
@@ -1104,7 +1107,11 @@ class GroupCoordinator:
             cause="fenced",
             reason="fenced through the control API",
         )
-        if group.is_in(PREPARING):
+        if group.is_in(COMPLETING):
+            # The leader assigned to the old id; as with a static replacement, the generation must be redone.
+            reason = f"static member {instance_id} fenced during CompletingRebalance"
+            self._prepare_rebalance(group, Cause("member_fenced", new_member_id, reason))
+        elif group.is_in(PREPARING):
             self._maybe_complete_join(group)
         return old_member_id, new_member_id
 
