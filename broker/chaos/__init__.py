@@ -1,0 +1,64 @@
+"""Chaos testing against a consumer group: ``group-broker chaos run``.
+
+- ``broker.chaos.consumer``: the bundled example consumer (aiokafka, kafka-python or confluent-kafka), at-least-once:
+  each batch is appended to a file and fsynced before its offsets are committed.
+- ``broker.chaos.producer``: records with a known key sequence (``k-000000``, ``k-000001``, ...) at a fixed rate.
+- ``broker.chaos.runner``: starts consumers as OS processes, kills and restarts them on a seeded schedule, follows
+  the broker's group events through its control API, and reports what was lost, duplicated, and how long the group
+  took to notice each disruption and to recover from it.
+
+The client libraries are not dependencies of the broker: each process imports only the one it was asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import ModuleType
+
+CLIENTS = ("aiokafka", "kafka-python", "confluent")
+
+# client name -> (module to import, package to pip install)
+_LIBRARIES = {
+    "aiokafka": ("aiokafka", "aiokafka"),
+    "kafka-python": ("kafka", "kafka-python"),
+    "confluent": ("confluent_kafka", "confluent-kafka"),
+}
+
+
+class MissingLibrary(Exception):
+    """The chosen client library is not installed; the message is one line naming the pip package."""
+
+
+def pip_package(client: str) -> str:
+    return _LIBRARIES[client][1]
+
+
+def missing_library_message(client: str) -> str:
+    module, package = _LIBRARIES[client]
+    return f"the {client} client library (module {module!r}) is not installed: pip install {package}"
+
+
+def library_available(client: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(_LIBRARIES[client][0]) is not None
+
+
+def load(client: str, submodule: str = "") -> ModuleType:
+    """Import the client library (or one of its submodules) lazily; MissingLibrary when it is not installed.
+
+    The libraries are untyped (or typed only in part), so they are used through ``ModuleType`` attributes (Any).
+    """
+    module = _LIBRARIES[client][0]
+    try:
+        return importlib.import_module(f"{module}.{submodule}" if submodule else module)
+    except ModuleNotFoundError:
+        if not library_available(client):
+            raise MissingLibrary(missing_library_message(client)) from None
+        raise
+
+
+def fail_missing(error: MissingLibrary, program: str) -> int:
+    print(f"{program}: error: {error}", file=sys.stderr)
+    return 2

@@ -1,0 +1,280 @@
+"""The bundled example consumer: one member of a group, at-least-once, as its own OS process.
+
+    python -m broker.chaos.consumer --client {aiokafka,kafka-python,confluent} --bootstrap HOST:PORT \\
+        --group G --topic T --client-id ID --out FILE [--session-timeout-ms N] [--heartbeat-interval-ms N] \\
+        [--assignor range|roundrobin|cooperative-sticky] [--instance-id ID]
+
+For every batch it gets, it appends one line per record, ``partition offset key``, to FILE, flushes and fsyncs
+the file, and only then commits the batch's offsets synchronously: a record whose offset was committed is always
+in the file, so a consumer killed at any moment loses nothing (its uncommitted records come again, to whoever owns
+the partition next: duplicates, never gaps).
+
+SIGTERM stops the poll loop and closes the consumer (a dynamic member sends LeaveGroup), then the process exits 0.
+SIGKILL kills it without a word; the broker notices when the session times out. Diagnostics go to stderr; SIGUSR1
+dumps every thread's stack there.
+
+Only the chosen client library is imported; a missing one is a one-line error naming the pip package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import faulthandler
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from typing import IO, Any
+
+from broker.chaos import CLIENTS, MissingLibrary, fail_missing, load
+
+ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
+PROGRAM = "python -m broker.chaos.consumer"
+
+Record = tuple[int, int, bytes | None]
+
+
+class Sink:
+    """The output file: one line per record, durable before the batch is committed."""
+
+    def __init__(self, path: str) -> None:
+        self.file: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def write(self, records: Iterable[Record]) -> dict[int, int]:
+        """Append the batch, flush and fsync; return the offsets to commit (last offset + 1 per partition)."""
+        lines: list[str] = []
+        next_offsets: dict[int, int] = {}
+        for partition, offset, key in records:
+            lines.append(f"{partition} {offset} {key.decode(errors='replace') if key is not None else '-'}\n")
+            next_offsets[partition] = max(next_offsets.get(partition, 0), offset + 1)
+        if lines:
+            self.file.write("".join(lines))
+            self.file.flush()
+            os.fsync(self.file.fileno())
+        return next_offsets
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def note(args: argparse.Namespace, message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {args.client_id}: {message}", file=sys.stderr, flush=True)
+
+
+# -- aiokafka ---------------------------------------------------------------------------------------------
+
+
+async def run_aiokafka(args: argparse.Namespace, sink: Sink) -> None:
+    aiokafka = load("aiokafka")
+    errors = load("aiokafka", "errors")
+    assignors: dict[str, Any] = {
+        "range": load("aiokafka", "coordinator.assignors.range").RangePartitionAssignor,
+        "roundrobin": load("aiokafka", "coordinator.assignors.roundrobin").RoundRobinPartitionAssignor,
+    }
+    if args.assignor == "cooperative-sticky":
+        raise SystemExit(f"{PROGRAM}: error: aiokafka has no cooperative rebalance protocol (no cooperative-sticky)")
+    stopping = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
+    options: dict[str, Any] = {}
+    if args.assignor is not None:
+        options["partition_assignment_strategy"] = (assignors[args.assignor],)
+
+    class Listener(aiokafka.ConsumerRebalanceListener):  # type: ignore[misc,name-defined]
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            note(args, f"revoked {sorted(tp.partition for tp in revoked)}")
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            note(args, f"assigned {sorted(tp.partition for tp in assigned)}")
+
+    consumer = aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        group_instance_id=args.instance_id,
+        client_id=args.client_id,
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **options,
+    )
+    consumer.subscribe([args.topic], listener=Listener())
+    await consumer.start()
+    try:
+        while not stopping.is_set():
+            batch = await consumer.getmany(timeout_ms=200)
+            if not batch:
+                continue
+            offsets = sink.write((r.partition, r.offset, r.key) for rs in batch.values() for r in rs)
+            try:
+                await consumer.commit({aiokafka.TopicPartition(args.topic, p): o for p, o in offsets.items()})
+            except errors.KafkaError as error:
+                note(args, f"commit failed (the records will come again): {error!r}")
+    finally:
+        note(args, "closing")
+        await consumer.stop()
+
+
+# -- kafka-python -----------------------------------------------------------------------------------------
+
+
+def run_kafka_python(args: argparse.Namespace, sink: Sink, stopping: threading.Event) -> None:
+    kafka = load("kafka-python")
+    errors = load("kafka-python", "errors")
+    assignors: dict[str, Any] = {
+        "range": load("kafka-python", "coordinator.assignors.range").RangePartitionAssignor,
+        "roundrobin": load("kafka-python", "coordinator.assignors.roundrobin").RoundRobinPartitionAssignor,
+        "cooperative-sticky": load(
+            "kafka-python", "coordinator.assignors.cooperative_sticky"
+        ).CooperativeStickyAssignor,
+    }
+    options: dict[str, Any] = {}
+    if args.assignor is not None:
+        options["partition_assignment_strategy"] = (assignors[args.assignor],)
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        group_instance_id=args.instance_id,
+        client_id=args.client_id,
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **options,
+    )
+
+    class Listener(kafka.ConsumerRebalanceListener):  # type: ignore[misc,name-defined]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            note(args, f"revoked {sorted(tp.partition for tp in revoked)}")
+
+        def on_partitions_lost(self, lost: Any) -> None:
+            note(args, f"lost {sorted(tp.partition for tp in lost)}")
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            note(args, f"assigned {sorted(tp.partition for tp in assigned)}")
+
+    consumer.subscribe(topics=[args.topic], listener=Listener())
+    # kafka-python 3.0.12 can drop a JoinGroup/SyncGroup round that finishes while no poll() waits for it, when
+    # the round was started by new topic metadata (a leader that joined before it knew the topic): the member
+    # then stops heartbeating and is expired. Learn the topic's partitions before the first join, and poll with
+    # long (1 s) timeouts: short ones make that client-side hang likely.
+    consumer.partitions_for_topic(args.topic)
+    try:
+        while not stopping.is_set():
+            batch = consumer.poll(timeout_ms=1000)
+            if not batch:
+                continue
+            offsets = sink.write((r.partition, r.offset, r.key) for rs in batch.values() for r in rs)
+            try:
+                consumer.commit(
+                    {kafka.TopicPartition(args.topic, p): kafka.OffsetAndMetadata(o) for p, o in offsets.items()}
+                )
+            except errors.KafkaError as error:
+                note(args, f"commit failed (the records will come again): {error!r}")
+    finally:
+        note(args, "closing")
+        consumer.close(autocommit=False)
+
+
+# -- confluent-kafka (librdkafka) -------------------------------------------------------------------------
+
+
+def run_confluent(args: argparse.Namespace, sink: Sink, stopping: threading.Event) -> None:
+    confluent = load("confluent")
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "client.id": args.client_id,
+        "session.timeout.ms": args.session_timeout_ms,
+        "heartbeat.interval.ms": args.heartbeat_interval_ms,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    if args.instance_id is not None:
+        config["group.instance.id"] = args.instance_id
+    if args.assignor is not None:
+        config["partition.assignment.strategy"] = args.assignor
+    consumer = confluent.Consumer(config)
+
+    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+        note(args, f"assigned {sorted(tp.partition for tp in partitions)}")
+
+    def on_revoke(_consumer: Any, partitions: list[Any]) -> None:
+        note(args, f"revoked {sorted(tp.partition for tp in partitions)}")
+
+    def on_lost(_consumer: Any, partitions: list[Any]) -> None:
+        note(args, f"lost {sorted(tp.partition for tp in partitions)}")
+
+    consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    try:
+        while not stopping.is_set():
+            records: list[Record] = []
+            for message in consumer.consume(num_messages=500, timeout=0.2):
+                partition, offset = message.partition(), message.offset()
+                if message.error() is not None or partition is None or offset is None:
+                    note(args, f"consume error: {message.error()}")
+                    continue
+                records.append((partition, offset, message.key()))
+            if not records:
+                continue
+            offsets = sink.write(records)
+            try:
+                consumer.commit(
+                    offsets=[confluent.TopicPartition(args.topic, p, o) for p, o in offsets.items()],
+                    asynchronous=False,
+                )
+            except confluent.KafkaException as error:
+                note(args, f"commit failed (the records will come again): {error!r}")
+    finally:
+        note(args, "closing")
+        consumer.close()
+
+
+# -- main --------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROGRAM, description="An at-least-once consumer for chaos runs.")
+    parser.add_argument("--client", choices=CLIENTS, required=True)
+    parser.add_argument("--bootstrap", required=True, metavar="HOST:PORT")
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--client-id", required=True)
+    parser.add_argument("--out", required=True, metavar="FILE", help="append 'partition offset key' lines here")
+    parser.add_argument("--session-timeout-ms", type=int, default=10_000)
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=1000)
+    parser.add_argument("--assignor", choices=ASSIGNORS, default=None, help="default: the client's own")
+    parser.add_argument("--instance-id", default=None, help="group.instance.id: a static member (KIP-345)")
+    parser.add_argument("--log-level", default="WARNING", help="the client library's log level (on stderr)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    sink = Sink(args.out)
+    note(args, f"started, pid {os.getpid()}, {args.client}")
+    try:
+        if args.client == "aiokafka":
+            asyncio.run(run_aiokafka(args, sink))
+        else:
+            stopping = threading.Event()
+            signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
+            if args.client == "kafka-python":
+                run_kafka_python(args, sink, stopping)
+            else:
+                run_confluent(args, sink, stopping)
+    except MissingLibrary as error:
+        return fail_missing(error, PROGRAM)
+    finally:
+        sink.close()
+    note(args, "closed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
