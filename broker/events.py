@@ -108,7 +108,7 @@ class EventHub:
             try:
                 subscriber(record)
             except Exception:  # a watcher's failure must never stop the coordinator half-way through a step
-                self.log.exception("event subscriber failed", subscriber=repr(subscriber), event=event)
+                self.log.exception("event subscriber failed", subscriber=repr(subscriber), group_event=event)
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Call ``subscriber`` with every record from now on; returns the function that stops it."""
