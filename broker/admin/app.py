@@ -30,7 +30,8 @@ log = structlog.get_logger("control")
 KEEP_ALIVE_S = 15.0
 MAX_WAIT_MS = 600_000
 SSE_QUEUE_LIMIT = 10_000
-_STATES = {state.value.lower(): state for state in GroupState}
+# A deleted group is forgotten at once, so Dead is never observable: waiting for it would always time out.
+_STATES = {state.value.lower(): state for state in GroupState if state is not GroupState.DEAD}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -53,7 +54,12 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
         if failure.status == 404:
             return _error(404, f"no such endpoint: {request.method} {request.path}")
         if failure.status == 405:
-            return _error(405, f"{request.method} is not allowed on {request.path}")
+            answer = _error(405, f"{request.method} is not allowed on {request.path}")
+            if "Allow" in failure.headers:
+                answer.headers["Allow"] = failure.headers["Allow"]
+            return answer
+        if failure.status == 413:
+            return _error(413, f"the request body is larger than the {request.app._client_max_size} bytes allowed")
         return _error(failure.status, failure.reason)
 
 
@@ -233,7 +239,7 @@ class ControlApi:
         if wanted_state:
             state = _STATES.get(wanted_state.lower())
             if state is None:
-                names = [s.value for s in GroupState]
+                names = [s.value for s in GroupState if s is not GroupState.DEAD]
                 return _error(400, f"state must be one of {names}, got {wanted_state!r}")
         try:
             members = _int_param(request, "members", None, 0, 2**31 - 1)

@@ -1115,6 +1115,10 @@ class GroupCoordinator:
             self._maybe_complete_join(group)
         return old_member_id, new_member_id
 
+    def has_member(self, group_id: str, member_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and member_id in group.members
+
     def force_rebalance(self, group_id: str) -> None:
         group = self._live_group(group_id)
         if group.is_in(EMPTY):
