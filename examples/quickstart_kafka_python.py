@@ -4,6 +4,8 @@
 """
 
 import sys
+import threading
+import time
 
 from kafka import KafkaConsumer, KafkaProducer
 
@@ -44,10 +46,25 @@ while seen < 10:
 first.commit()
 print("first member owns", owned(first))
 
+# Each member polls in its own thread, as each would in its own process: a kafka-python consumer that is not
+# polling when its rebalance completes can miss the answer (a client-side quirk of kafka-python 3.0.12).
 second = consumer()  # its first poll joins the group and starts a rebalance; the broker logs it
+done = threading.Event()
+
+
+def keep_polling(member: KafkaConsumer) -> None:
+    while not done.is_set():
+        member.poll(timeout_ms=500)
+
+
+threads = [threading.Thread(target=keep_polling, args=(member,)) for member in (first, second)]
+for thread in threads:
+    thread.start()
 while not split_between(owned(first), owned(second)):
-    first.poll(timeout_ms=1000)
-    second.poll(timeout_ms=1000)
+    time.sleep(0.1)
+done.set()
+for thread in threads:
+    thread.join()
 print("after the rebalance: first owns", owned(first), "second owns", owned(second))
 second.close()
 first.close()
