@@ -315,28 +315,9 @@ class GroupCoordinator:
         assert instance_id is not None
         member = group.members[old_member_id]
         leader_before = group.leader_id or ""
-        old_join = group.take_join(member)
-        if old_join is not None:
-            old_join.complete(JoinResult(error=E.fenced_instance_id, member_id=old_member_id))
-        if member.sync_pending is not None:
-            old_sync, member.sync_pending = member.sync_pending, None
-            old_sync.complete(SyncResult(error=E.fenced_instance_id))
-        # Kafka copies the old member: client id and host stay those of the first join.
-        group.replace_static_member(instance_id, old_member_id, new_member_id)
-        # The old id's timer expires harmlessly: the group no longer knows that id.
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self._fence(group, member, instance_id, new_member_id, "static_member_replaced", request.reason)
         group.update_member(
             member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms, pending
-        )
-        self._emit(
-            "member_fenced",
-            group,
-            member_id=old_member_id,
-            new_member_id=new_member_id,
-            group_instance_id=instance_id,
-            client_id=member.client_id,
-            cause="static_member_replaced",
-            reason=request.reason,
         )
         if group.is_in(STABLE):
             if group.select_protocol() == group.protocol_name:
@@ -376,6 +357,32 @@ class GroupCoordinator:
             )
         elif group.is_in(PREPARING):
             self._maybe_complete_join(group)
+
+    def _fence(
+        self, group: ClassicGroup, member: Member, instance_id: str, new_member_id: str, cause: str, reason: str | None
+    ) -> None:
+        """The static member continues under a new id; whatever the old id had parked is answered FENCED."""
+        old_member_id = member.member_id
+        old_join = group.take_join(member)
+        if old_join is not None:
+            old_join.complete(JoinResult(error=E.fenced_instance_id, member_id=old_member_id))
+        if member.sync_pending is not None:
+            old_sync, member.sync_pending = member.sync_pending, None
+            old_sync.complete(SyncResult(error=E.fenced_instance_id))
+        # Kafka copies the old member: client id and host stay those of the first join.
+        group.replace_static_member(instance_id, old_member_id, new_member_id)
+        # An old id's timer left armed expires harmlessly: the group no longer knows that id.
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self._emit(
+            "member_fenced",
+            group,
+            member_id=old_member_id,
+            new_member_id=new_member_id,
+            group_instance_id=instance_id,
+            client_id=member.client_id,
+            cause=cause,
+            reason=reason,
+        )
 
     # -- the rebalance engine (7.4-7.8) ---------------------------------------------
 
@@ -1087,26 +1094,9 @@ class GroupCoordinator:
         if old_member_id is None:
             raise UnknownTarget(f"group {group_id!r} has no static member with instance id {instance_id!r}")
         member = group.members[old_member_id]
-        join = group.take_join(member)
-        if join is not None:
-            join.complete(JoinResult(error=E.fenced_instance_id, member_id=old_member_id))
-        if member.sync_pending is not None:
-            sync, member.sync_pending = member.sync_pending, None
-            sync.complete(SyncResult(error=E.fenced_instance_id))
         new_member_id = f"{instance_id}-{self._new_uuid()}"
         self.purgatory.cancel(member.heartbeat_key)
-        group.replace_static_member(instance_id, old_member_id, new_member_id)
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
-        self._emit(
-            "member_fenced",
-            group,
-            member_id=old_member_id,
-            new_member_id=new_member_id,
-            group_instance_id=instance_id,
-            client_id=member.client_id,
-            cause="fenced",
-            reason="fenced through the control API",
-        )
+        self._fence(group, member, instance_id, new_member_id, "fenced", "fenced through the control API")
         if group.is_in(COMPLETING):
             # The leader assigned to the old id; as with a static replacement, the generation must be redone.
             reason = f"static member {instance_id} fenced during CompletingRebalance"
