@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,8 +134,13 @@ class FaultRules:
         group_id: str | None,
         member_id: str | None,
         group_instance_id: str | None,
+        is_member: Callable[[str, str], bool] = lambda group_id, member_id: True,
     ) -> FaultRule | None:
-        """The first active rule that matches this request and fires (probability permitting); counts the hit."""
+        """The first active rule that matches this request and fires (probability permitting); counts the hit.
+
+        A swallow rule passes over a member the coordinator no longer has: once evicted, it must hear so, as it
+        would from Kafka. ``is_member`` says which members it has.
+        """
         now = self.clock.now_ms()
         for rule in self.rules.values():
             if not rule.applies_to(api_key) or not rule.is_active(now):
@@ -147,6 +152,8 @@ class FaultRules:
             if rule.member_id is not None and rule.member_id != member_id:
                 continue
             if rule.group_instance_id is not None and rule.group_instance_id != group_instance_id:
+                continue
+            if rule.action == SWALLOW and not is_member(group_id or "", member_id or ""):
                 continue
             if rule.probability is not None and rule._random.random() >= rule.probability:
                 continue

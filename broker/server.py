@@ -183,9 +183,9 @@ class Connection(asyncio.Protocol):
                         if armed:
                             if frame is self._released:
                                 self._released = None
-                            elif (
-                                rule := faults.match(HEARTBEAT_KEY, self._client_id, group_id, member_id, instance_id)
-                            ) and self._takes_effect(rule, group_id, member_id):
+                            elif rule := faults.match(
+                                HEARTBEAT_KEY, self._client_id, group_id, member_id, instance_id, coordinator.has_member
+                            ):
                                 error = self._heartbeat_fault(rule, frame)
                                 if error is None:
                                     return
@@ -215,9 +215,7 @@ class Connection(asyncio.Protocol):
                     identity = request_identity(request.api_key, request.body)
                     if frame is self._released:
                         self._released = None
-                    elif (rule := faults.match(request.api_key, self._client_id, *identity)) and self._takes_effect(
-                        rule, identity[0], identity[1]
-                    ):
+                    elif rule := faults.match(request.api_key, self._client_id, *identity, coordinator.has_member):
                         answer = self._request_fault(rule, frame, request)
                         if answer is None:
                             return
@@ -299,13 +297,6 @@ class Connection(asyncio.Protocol):
         out.clear()
 
     # -- fault rules ---------------------------------------------------------------------
-
-    def _takes_effect(self, rule: FaultRule, group_id: str | None, member_id: str | None) -> bool:
-        """Swallowing stops once the member is evicted: from then on it must hear so, as it would from Kafka."""
-        if rule.action != SWALLOW or self._server.coordinator.has_member(group_id or "", member_id or ""):
-            return True
-        rule.hits -= 1  # matched, but did nothing
-        return False
 
     def _heartbeat_fault(self, rule: FaultRule, frame: bytes) -> ErrorCode | None:
         """The error a faulted heartbeat is answered with, or None when the rule took the request away."""
