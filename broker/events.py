@@ -70,6 +70,7 @@ class EventHub:
         clock: Clock,
         *,
         ring_size: int = 1000,
+        buffer_total: int = 20_000,
         debug: bool = False,
         file: EventFile | None = None,
         log: structlog.typing.FilteringBoundLogger | None = None,
@@ -78,10 +79,14 @@ class EventHub:
         self.run_id = uuid.uuid4().hex[:12]
         self.wants_debug = debug
         self.ring_size = ring_size
+        self.buffer_total = buffer_total
         self.file = file
         self.log = log or structlog.get_logger("events")
         self.seq = 0
         self.rings: dict[str, collections.deque[Record]] = {}
+        # (seq, group) of buffered records, oldest first: a budget across all rings keeps memory bounded however
+        # many groups and members there are (a 100,000-member broker would otherwise hold 100,000 joins).
+        self._buffered: collections.deque[tuple[int, str]] = collections.deque()
         self._subscribers: list[Subscriber] = []
 
     def emit(self, event: str, group_id: str, fields: dict[str, Any], *, debug: bool = False) -> None:
@@ -97,10 +102,7 @@ class EventHub:
             "group_id": group_id,
         }
         record.update(fields)
-        ring = self.rings.get(group_id)
-        if ring is None:
-            ring = self.rings[group_id] = collections.deque(maxlen=self.ring_size)
-        ring.append(record)
+        self._buffer(group_id, record)
         if self.file is not None:
             self.file.write(json.dumps(record, separators=(",", ":"), default=str))
         (self.log.debug if debug else self.log.info)(event, group_id=group_id, seq=self.seq, **fields)
@@ -109,6 +111,23 @@ class EventHub:
                 subscriber(record)
             except Exception:  # a watcher's failure must never stop the coordinator half-way through a step
                 self.log.exception("event subscriber failed", subscriber=repr(subscriber), group_event=event)
+
+    def _buffer(self, group_id: str, record: Record) -> None:
+        ring = self.rings.get(group_id)
+        if ring is None:
+            ring = self.rings[group_id] = collections.deque(maxlen=self.ring_size)
+        ring.append(record)
+        buffered = self._buffered
+        buffered.append((record["seq"], group_id))
+        # Entries a full ring already dropped are still counted here, so this may evict a little early; the
+        # bound is what matters: never more than buffer_total records in all rings together.
+        while len(buffered) > self.buffer_total:
+            seq, oldest_group = buffered.popleft()
+            oldest = self.rings.get(oldest_group)
+            if oldest and oldest[0]["seq"] == seq:
+                oldest.popleft()
+                if not oldest:
+                    del self.rings[oldest_group]
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Call ``subscriber`` with every record from now on; returns the function that stops it."""

@@ -361,6 +361,7 @@ class BrokerServer:
         self.events = EventHub(
             self.clock,
             ring_size=settings.event_buffer_size,
+            buffer_total=settings.event_buffer_total,
             debug=settings.log_level == "debug",
             file=EventFile(settings.event_log, settings.event_log_max_bytes, settings.event_log_backups)
             if settings.event_log

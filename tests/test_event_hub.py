@@ -295,3 +295,22 @@ def test_event_file_still_writes_a_line_for_a_field_json_cannot_encode(tmp_path:
     events.close()
     (record,) = read_lines(path)
     assert record["odd"] == str(value)
+
+
+def test_the_buffer_budget_across_groups_drops_the_oldest_records_first() -> None:
+    from broker.coordinator.clock import ManualClock
+    from broker.events import EventHub
+
+    hub = EventHub(ManualClock(), ring_size=5, buffer_total=8)
+    for i in range(6):
+        hub.emit("member_joined", "quiet", {"n": i})
+    for i in range(6):
+        hub.emit("member_joined", "busy", {"n": i})
+    assert sum(len(ring) for ring in hub.rings.values()) <= 8
+    assert [r["n"] for r in hub.history("busy") or ()] == [1, 2, 3, 4, 5]  # its own ring holds five
+    quiet = [r["n"] for r in hub.history("quiet") or ()]
+    assert quiet and quiet == list(range(6))[-len(quiet) :] and len(quiet) < 5  # the budget took the oldest
+    for i in range(8):
+        hub.emit("member_joined", "busy", {"n": 6 + i})
+    assert hub.history("quiet") is None  # every record of it made way, and its empty ring went too
+    assert len(list(hub.history("busy") or ())) == 5

@@ -229,7 +229,9 @@ class ControlApi:
             return _error(400, str(bad))
         history = self.server.events.history(group_id, since, limit)
         if history is None:
-            return _error(404, f"no events for group {group_id!r}: the broker has not seen it")
+            if group_id in self.server.coordinator.groups:
+                return _json({"events": []})  # its buffered events have all made way for newer ones
+            return _error(404, f"no events for group {group_id!r}: the broker has none buffered and no such group")
         return _json({"events": list(history)})
 
     async def wait(self, request: web.Request) -> web.Response:
