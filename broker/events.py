@@ -70,7 +70,7 @@ class EventHub:
         clock: Clock,
         *,
         ring_size: int = 1000,
-        buffer_total: int = 20_000,
+        buffer_total: int = 10_000,
         debug: bool = False,
         file: EventFile | None = None,
         log: structlog.typing.FilteringBoundLogger | None = None,

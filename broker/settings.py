@@ -44,7 +44,7 @@ class Settings:
     event_log_max_bytes: int = 100 * 1024 * 1024
     event_log_backups: int = 5
     event_buffer_size: int = 1000
-    event_buffer_total: int = 20_000
+    event_buffer_total: int = 10_000
 
     def advertised(self, bound_port: int) -> tuple[str, int]:
         """What Metadata and FindCoordinator return: explicit, else the listener's own address."""
@@ -92,7 +92,7 @@ _OPTIONS: list[tuple[str, object, object, str]] = [
     ("--event-log-max-bytes", int, 100 * 1024 * 1024, "rotate the event log when it reaches this size"),
     ("--event-log-backups", int, 5, "rotated event logs to keep (PATH.1 is the newest)"),
     ("--event-buffer-size", int, 1000, "events kept in memory per group for the control API"),
-    ("--event-buffer-total", int, 20_000, "events kept in memory for all groups together (oldest go first)"),
+    ("--event-buffer-total", int, 10_000, "events kept in memory for all groups together (oldest go first)"),
 ]
 
 

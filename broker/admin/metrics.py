@@ -92,17 +92,19 @@ class BrokerMetrics:
             ["group", "cause"],
             registry=self.registry,
         )
+        # Histograms carry no group label: a child per group costs kilobytes, and a broker may hold thousands of
+        # groups. Counters keep theirs; group_broker_events and the event log have the per-group detail.
         self.rebalance_duration = Histogram(
             "group_broker_rebalance_duration_seconds",
             "From a rebalance's start to the group being Stable again",
-            ["group"],
+            ["protocol"],
             buckets=SLOW_BUCKETS,
             registry=self.registry,
         )
         self.eviction_delay = Histogram(
             "group_broker_eviction_delay_seconds",
             "From a member's last heartbeat to its eviction (session expiry or kick)",
-            ["group", "cause"],
+            ["cause"],
             buckets=SLOW_BUCKETS,
             registry=self.registry,
         )
@@ -122,9 +124,10 @@ class BrokerMetrics:
         if name == "rebalance_started":
             self.rebalances.labels(group, record["cause"]).inc()
         elif name == "sync_completed":
-            self.rebalance_duration.labels(group).observe(record["rebalance_ms"] / 1000)
+            protocol = record["rebalance_protocol"] or "other"
+            self.rebalance_duration.labels(protocol).observe(record["rebalance_ms"] / 1000)
         elif name == "member_expired":
-            self.eviction_delay.labels(group, record["cause"]).observe(record["since_last_heartbeat_ms"] / 1000)
+            self.eviction_delay.labels(record["cause"]).observe(record["since_last_heartbeat_ms"] / 1000)
         elif name == "referee_violation":
             self.violations.labels(group, record["kind"]).inc()
 

@@ -600,7 +600,12 @@ class GroupCoordinator:
                 self._partition_count,
                 cooperative=protocol in COOPERATIVE_PROTOCOLS,
             )
-        group.assignment_view = verdict.assignments if verdict is not None else None
+        # Only owners matter to the next generation's "moved": members without partitions are left out.
+        group.assignment_view = (
+            {member_id: owned for member_id, owned in verdict.assignments.items() if owned}
+            if verdict is not None
+            else None
+        )
         self._emit(
             "sync_completed",
             group,
