@@ -186,7 +186,7 @@ class Connection(asyncio.Protocol):
                             elif rule := faults.match(
                                 HEARTBEAT_KEY, self._client_id, group_id, member_id, instance_id, coordinator.has_member
                             ):
-                                error = self._heartbeat_fault(rule, frame)
+                                error = self._fault(rule, frame)
                                 if error is None:
                                     return
                                 self._out.append(encode_heartbeat_response(version, correlation_id, error))
@@ -216,10 +216,11 @@ class Connection(asyncio.Protocol):
                     if frame is self._released:
                         self._released = None
                     elif rule := faults.match(request.api_key, self._client_id, *identity, coordinator.has_member):
-                        answer = self._request_fault(rule, frame, request)
-                        if answer is None:
+                        answer_with = self._fault(rule, frame)
+                        if answer_with is None:
                             return
-                        self._send(request, answer)
+                        body = error_response(request.api_key, request.api_version, request.body, answer_with)
+                        self._send(request, body)
                         answered.append((request.api_key, request.api_version))
                         continue
                 try:
@@ -298,21 +299,12 @@ class Connection(asyncio.Protocol):
 
     # -- fault rules ---------------------------------------------------------------------
 
-    def _heartbeat_fault(self, rule: FaultRule, frame: bytes) -> ErrorCode | None:
-        """The error a faulted heartbeat is answered with, or None when the rule took the request away."""
+    def _fault(self, rule: FaultRule, frame: bytes) -> ErrorCode | None:
+        """The error a faulted request is answered with, or None when the rule took the request away."""
         if rule.action == SWALLOW:
             return ErrorCode.none  # all is well, says the broker, while the session runs out
         if rule.error is not None:
             return rule.error
-        self._take_away(rule, frame)
-        return None
-
-    def _request_fault(self, rule: FaultRule, frame: bytes, request: Request) -> Any:
-        """The answer to a faulted request, or None when the rule took the request away."""
-        if rule.action == SWALLOW:
-            return error_response(request.api_key, request.api_version, request.body, ErrorCode.none)
-        if rule.error is not None:
-            return error_response(request.api_key, request.api_version, request.body, rule.error)
         self._take_away(rule, frame)
         return None
 
