@@ -12,9 +12,14 @@ The client libraries are not dependencies of the broker: each process imports on
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import signal
 import sys
+import threading
+from collections.abc import Callable, Coroutine
 from types import ModuleType
+from typing import Any
 
 CLIENTS = ("aiokafka", "kafka-python", "confluent")
 
@@ -62,3 +67,18 @@ def load(client: str, submodule: str = "") -> ModuleType:
 def fail_missing(error: MissingLibrary, program: str) -> int:
     print(f"{program}: error: {error}", file=sys.stderr)
     return 2
+
+
+def run_client(
+    client: str,
+    with_aiokafka: Callable[[], Coroutine[Any, Any, None]],
+    with_kafka_python: Callable[[threading.Event], None],
+    with_confluent: Callable[[threading.Event], None],
+) -> None:
+    """Run the chosen library's loop: aiokafka's on asyncio, the others on this thread until SIGTERM sets the event."""
+    if client == "aiokafka":
+        asyncio.run(with_aiokafka())
+        return
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
+    (with_kafka_python if client == "kafka-python" else with_confluent)(stopping)

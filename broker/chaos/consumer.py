@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable
 from typing import IO, Any
 
-from broker.chaos import CLIENTS, MissingLibrary, fail_missing, load
+from broker.chaos import CLIENTS, MissingLibrary, fail_missing, load, run_client
 
 ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
 PROGRAM = "python -m broker.chaos.consumer"
@@ -259,15 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     sink = Sink(args.out)
     note(args, f"started, pid {os.getpid()}, {args.client}")
     try:
-        if args.client == "aiokafka":
-            asyncio.run(run_aiokafka(args, sink))
-        else:
-            stopping = threading.Event()
-            signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
-            if args.client == "kafka-python":
-                run_kafka_python(args, sink, stopping)
-            else:
-                run_confluent(args, sink, stopping)
+        run_client(
+            args.client,
+            lambda: run_aiokafka(args, sink),
+            lambda stopping: run_kafka_python(args, sink, stopping),
+            lambda stopping: run_confluent(args, sink, stopping),
+        )
     except MissingLibrary as error:
         return fail_missing(error, PROGRAM)
     finally:

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from broker.chaos import CLIENTS, MissingLibrary, fail_missing, load
+from broker.chaos import CLIENTS, MissingLibrary, fail_missing, load, run_client
 
 PROGRAM = "python -m broker.chaos.producer"
 FLUSH_TIMEOUT_S = 15.0
@@ -287,15 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     tally = Tally(args.status, args.prefix)
     tally.write(force=True)
     try:
-        if args.client == "aiokafka":
-            asyncio.run(run_aiokafka(args, tally))
-        else:
-            stopping = threading.Event()
-            signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
-            if args.client == "kafka-python":
-                run_kafka_python(args, tally, stopping)
-            else:
-                run_confluent(args, tally, stopping)
+        run_client(
+            args.client,
+            lambda: run_aiokafka(args, tally),
+            lambda stopping: run_kafka_python(args, tally, stopping),
+            lambda stopping: run_confluent(args, tally, stopping),
+        )
     except MissingLibrary as error:
         return fail_missing(error, PROGRAM)
     finally:
