@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -22,7 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from broker.control_client import ControlClient, ControlError
-from tests.conftest import ROOT, BrokerProcess
+from tests.clients.processes import WorkerProcess
+from tests.conftest import BrokerProcess
 
 T = TypeVar("T")
 
@@ -48,36 +47,8 @@ def control_url(broker: BrokerProcess, timeout: float = 10.0) -> str:
         time.sleep(0.02)
 
 
-class Worker:
+class Worker(WorkerProcess):
     """One consumer process and the JSON lines it has printed so far."""
-
-    def __init__(self, name: str, argv: list[str], stderr_path: Path) -> None:
-        self.name = name
-        self.stderr_path = stderr_path
-        with stderr_path.open("wb") as stderr:
-            self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, cwd=ROOT)
-        self._events: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, name=f"reader-{name}", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                event = {"event": "unparsed", "line": raw.decode(errors="replace")}
-            with self._lock:
-                self._events.append(event)
-
-    def events(self, *kinds: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [e for e in self._events if not kinds or e["event"] in kinds]
-
-    @property
-    def alive(self) -> bool:
-        return self.process.poll() is None
 
     @property
     def assigned(self) -> dict[str, Any] | None:

@@ -25,9 +25,7 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
@@ -38,7 +36,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, BrokerProcess, start_broker_process
+from tests.clients.processes import WorkerProcess
+from tests.conftest import BrokerProcess, start_broker_process
 
 CLIENTS = ["aiokafka", "kafka-python", "confluent"]
 # aiokafka is left out because it offers no cooperative protocol; test_aiokafka_offers_no_cooperative_protocol
@@ -133,37 +132,12 @@ def end_offsets(produced: list[Produced]) -> dict[int, int]:
 # -- worker processes --------------------------------------------------------------------------------------
 
 
-class Worker:
+class Worker(WorkerProcess):
     """One consumer process and the JSON lines it has printed so far (read by a background thread)."""
 
     def __init__(self, name: str, argv: list[str], stderr_path: Path) -> None:
-        self.name = name
-        self.stderr_path = stderr_path
-        with stderr_path.open("wb") as stderr:
-            self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, cwd=ROOT)
+        super().__init__(name, argv, stderr_path)
         self.killed_at: float | None = None
-        self._events: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, name=f"reader-{name}", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                event = {"event": "unparsed", "line": raw.decode(errors="replace")}
-            with self._lock:
-                self._events.append(event)
-
-    def events(self, *kinds: str) -> list[dict[str, Any]]:
-        with self._lock:
-            return [e for e in self._events if not kinds or e["event"] in kinds]
-
-    @property
-    def alive(self) -> bool:
-        return self.process.poll() is None
 
     @property
     def owned(self) -> frozenset[int]:
