@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from broker.admin.metrics import BrokerMetrics
 from broker.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment
@@ -202,8 +203,6 @@ class ControlApi:
         return _json({"status": "stopping" if self.server.port else "starting"}, 503)
 
     async def prometheus(self, request: web.Request) -> web.Response:
-        from prometheus_client import CONTENT_TYPE_LATEST
-
         response = web.Response(body=self.metrics.exposition())
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
