@@ -32,7 +32,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         from broker import settings
 
-        return serve_forever(settings.from_arguments(args))
+        try:
+            config = settings.resolve(args)
+        except settings.SettingsError as error:
+            parser.exit(2, f"group-broker serve: error: {error}\n")
+        return serve_forever(config)
+    if args.command == "health":
+        from broker import health
+
+        return health.check(args)
     from broker import commands
 
     return commands.execute(args)
@@ -40,13 +48,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The whole command line; ``arguments`` says which lazily built sub-commands need their real flags."""
+    from broker import __version__
+
     parser = argparse.ArgumentParser(prog="group-broker", description="A Kafka consumer-group broker for tests.")
+    parser.add_argument("--version", action="version", version=f"group-broker {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the broker")
     if arguments[:1] == ["serve"]:
         from broker import settings
 
         settings.add_arguments(serve)
+    health = commands.add_parser(
+        "health",
+        help="exit 0 if the broker answers: an ApiVersions round trip, and /readyz when the control API is on",
+        description="Ask a running broker whether it is up (a container HEALTHCHECK). Without flags it finds the "
+        "broker from the same GROUP_BROKER_* variables and TOML file `serve` reads.",
+    )
+    if arguments[:1] == ["health"]:
+        from broker import health as health_check
+
+        health_check.add_arguments(health)
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import importlib
 import socket
 from functools import partial
@@ -30,7 +31,7 @@ from broker.coordinator.purgatory import Purgatory
 from broker.events import EventFile, EventHub
 from broker.faults import CLOSE, DELAY, SWALLOW, FaultRule, FaultRules
 from broker.metrics import RequestStats
-from broker.settings import Settings
+from broker.settings import Endpoint, Settings
 from broker.storage.delayed_fetch import DelayedFetches
 from broker.storage.partition_log import StorageBudget
 from broker.topics import Topic, TopicRegistry
@@ -87,9 +88,21 @@ class LoopTimer:
             self._handle = None
 
 
+class Listener:
+    """One of Kafka's listeners: a name, the port it bound, and the API context that advertises its address."""
+
+    __slots__ = ("api", "name", "port")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.port = 0
+        self.api: ApiContext
+
+
 class Connection(asyncio.Protocol):
-    def __init__(self, server: BrokerServer) -> None:
+    def __init__(self, server: BrokerServer, listener: Listener) -> None:
         self._server = server
+        self._api = listener.api  # the listener's: Metadata and FindCoordinator answer with its advertised address
         self._reader = FrameReader(server.settings.socket_request_max_bytes)
         self._queue: collections.deque[bytes] = collections.deque()
         self._transport: asyncio.Transport | None = None
@@ -272,7 +285,7 @@ class Connection(asyncio.Protocol):
         if request.body is None:  # ApiVersions newer than we speak
             return unsupported_version_response()
         handler = HANDLERS[request.api_key]
-        return handler(self._server.api, Call(request.api_version, self._client), request.body)
+        return handler(self._api, Call(request.api_version, self._client), request.body)
 
     def _answer_parked(self, request: Request, started: float, response: Any) -> None:
         # Called from inside the coordinator: write now, but read the next request on a
@@ -377,7 +390,8 @@ class BrokerServer:
         self.fetches = DelayedFetches(self.purgatory)
         self._schedule_retention()
         self.connections: set[Connection] = set()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        self.listeners: list[Listener] = []
         self._timer: LoopTimer | None = None
         self.api: ApiContext
         self.port = 0
@@ -386,27 +400,14 @@ class BrokerServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(self), self.settings.host, self.settings.port, reuse_address=True
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        host, port = self.settings.advertised(self.port)
-        self.api = ApiContext(
-            self.coordinator,
-            self.topics,
-            BrokerIdentity(self.settings.node_id, host, port, self.settings.cluster_id),
-            self.fetches,
-        )
         self._timer = LoopTimer(loop, self.clock, self.purgatory)
-        log.info(
-            "broker listening",
-            host=self.settings.host,
-            port=self.port,
-            advertised=f"{host}:{port}",
-            node_id=self.settings.node_id,
-            cluster_id=self.settings.cluster_id,
-            initial_rebalance_delay_ms=self.settings.group.initial_rebalance_delay_ms,
-        )
+        try:
+            for endpoint in self.settings.bind_endpoints():
+                await self._listen(loop, endpoint)
+        except OSError:
+            await self._close_listeners()
+            raise
+        self.port, self.api = self.listeners[0].port, self.listeners[0].api
         self.ready = True
         if self.settings.admin_port >= 0:
             # aiohttp takes ~200 ms to import: a worker thread does it while this loop already answers Kafka.
@@ -415,9 +416,41 @@ class BrokerServer:
             try:
                 await self.control.start(self.settings.admin_host, self.settings.admin_port)
             except OSError:
-                self._server.close()
+                await self._close_listeners()
                 self.control = None
                 raise
+
+    async def _listen(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint) -> None:
+        listener = Listener(endpoint.name)
+        host = endpoint.host or None  # Kafka's "PLAINTEXT://:9092" listens on every interface
+        server = await loop.create_server(lambda: Connection(self, listener), host, endpoint.port, reuse_address=True)
+        self._servers.append(server)
+        listener.port = server.sockets[0].getsockname()[1]
+        advertised_host, advertised_port = self.settings.advertised_for(endpoint, listener.port)
+        identity = BrokerIdentity(self.settings.node_id, advertised_host, advertised_port, self.settings.cluster_id)
+        # Listeners share all state (producer ids included); only the address they hand out differs.
+        listener.api = (
+            dataclasses.replace(self.listeners[0].api, identity=identity)
+            if self.listeners
+            else ApiContext(self.coordinator, self.topics, identity, self.fetches)
+        )
+        self.listeners.append(listener)
+        log.info(
+            "broker listening",
+            listener=endpoint.name,
+            host=endpoint.host,
+            port=listener.port,
+            advertised=f"{advertised_host}:{advertised_port}",
+            node_id=self.settings.node_id,
+            cluster_id=self.settings.cluster_id,
+            initial_rebalance_delay_ms=self.settings.group.initial_rebalance_delay_ms,
+        )
+
+    async def _close_listeners(self) -> None:
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            await server.wait_closed()
 
     def _partition_count(self, name: str) -> int | None:
         topic = self.topics.get(name)
@@ -439,16 +472,16 @@ class BrokerServer:
     async def stop(self) -> None:
         """Stop listening, answer every parked request as Kafka does on unload, then hang up."""
         self.ready = False
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         self.coordinator.shutdown()
         if self._timer is not None:
             self._timer.stop()
         await asyncio.sleep(0)  # let the answers just written reach the transports
         for connection in list(self.connections):
             connection.hang_up()
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         if self.control is not None:
             await self.control.stop()
         self.events.close()

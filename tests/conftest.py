@@ -67,7 +67,8 @@ class BrokerProcess:
         return self.process.returncode
 
 
-def start_broker_process(tmp_path: Path, *extra: str) -> BrokerProcess:
+def start_broker_process(tmp_path: Path, *extra: str, listen_port: int | None = None) -> BrokerProcess:
+    """``listen_port``: where to wait for the broker when ``extra`` sets ``--listeners``."""
     port = free_port()
     log_path = tmp_path / f"broker-{port}.log"
     with log_path.open("wb") as log_file:
@@ -82,8 +83,8 @@ def start_broker_process(tmp_path: Path, *extra: str) -> BrokerProcess:
             cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-    wait_for_port(port, process)
-    return BrokerProcess(process, port, log_path)
+    wait_for_port(listen_port or port, process)
+    return BrokerProcess(process, listen_port or port, log_path)
 
 
 @pytest.fixture(scope="module")

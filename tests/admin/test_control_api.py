@@ -577,7 +577,7 @@ async def test_readyz_answers_503_stopping_once_stop_has_begun(
     await server.start()
     # Hold stop() after it has begun (Kafka listener closed, coordinator shut down), before the API goes away.
     gate = asyncio.Event()
-    listener = server._server
+    listener = server._servers[0]
     assert listener is not None
     wait_closed = listener.wait_closed
 
