@@ -13,7 +13,8 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
         fmt = "console" if sys.stderr.isatty() else "json"
     renderer: structlog.typing.Processor
     if fmt == "console":
-        renderer = structlog.dev.ConsoleRenderer()
+        # Colours only on a terminal: `docker compose logs` and files get plain text, not escape codes.
+        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     elif fmt == "json":
         renderer = structlog.processors.JSONRenderer()
     else:
