@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -365,3 +366,12 @@ def test_plugin_imports_no_broker_code() -> None:
     )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"
+
+
+def test_the_readme_example_runs_as_written(pytester: pytest.Pytester) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("### In a pytest suite", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    pytester.makepyfile(test_readme="from kafka import KafkaConsumer\n\n\n" + example)
+    result = pytester.runpytest_subprocess(timeout=120)
+    result.assert_outcomes(passed=1)
