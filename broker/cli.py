@@ -41,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from broker import health
 
         return health.check(args)
+    if args.command in ("analyze", "generate-events"):
+        status = args._run(args)  # analyze returns its exit status; generate-events what it wrote
+        return status if isinstance(status, int) else 0
     from broker import commands
 
     return commands.execute(args)
@@ -68,6 +71,15 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
         from broker import health as health_check
 
         health_check.add_arguments(health)
+
+    _add_lazily(
+        commands, arguments, "analyze", "broker.analytics.cli",
+        "analyse event logs on Spark: rebalances, members, ownership, summary, report (docs/analytics.md)",
+    )
+    _add_lazily(
+        commands, arguments, "generate-events", "broker.analytics.generate",
+        "write a realistic synthetic event log of any size (for the analytics job and its benchmark)",
+    )
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -139,6 +151,18 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     _add_chaos_run(verbs, common, load=list(arguments[:2]) == ["chaos", "run"])
     return parser
+
+
+def _add_lazily(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], arguments: Sequence[str], name: str, module: str,
+    help_text: str,
+) -> None:
+    """A command whose module (and its flags) is imported only when it is the one being run."""
+    sub = commands.add_parser(name, help=help_text, description=help_text)
+    if arguments[:1] == [name]:
+        handler = importlib.import_module(module)
+        handler.add_arguments(sub)
+        sub.set_defaults(_run=handler.run)
 
 
 def _add_chaos_run(

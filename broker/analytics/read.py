@@ -1,0 +1,169 @@
+"""The job's input: event-log lines, each parsed with the explicit schema and classified, and the input report.
+
+Lines are read as text, so that a line Spark cannot parse is still a row: it is counted under its kind, and the
+first few become examples (``file:line: text``), instead of vanishing as they would with ``spark.read.json``.
+The line number is not something Spark reads: it is the row's place in its file, computed from the file block it
+came from (``_metadata``) and ``monotonically_increasing_id`` (rows of one block are consecutive ids), with a
+small aggregate over the blocks instead of a sort of every line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from broker.analytics.schema import COMMON, CORRUPT, EVENT_SCHEMA, EVENTS, INPUT_KINDS, REQUIRED, VERSION
+
+#: The kind of a line the analysis uses; every other kind is one of the input report's.
+OK = "parsed"
+#: The column with a line's kind (``kind`` is a field of referee_violation).
+KIND = "line_kind"
+EXAMPLES = 5
+EXAMPLE_CHARS = 200
+
+
+class InputError(Exception):
+    """The job's inputs cannot be read at all (nothing matches a path)."""
+
+
+@dataclass(frozen=True)
+class InputFile:
+    path: str
+    size: int
+
+
+def find_inputs(spark: SparkSession, patterns: Sequence[str]) -> list[InputFile]:
+    """Expand paths, globs and URIs as Spark will read them (Hadoop's FileSystem), with their sizes.
+
+    Every pattern must match something: a typo would otherwise give a quietly smaller analysis.
+    """
+    if not patterns:
+        raise InputError("no event logs given")
+    jvm: Any = spark.sparkContext._jvm
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    found: list[InputFile] = []
+    missing = []
+    for pattern in patterns:
+        path = jvm.org.apache.hadoop.fs.Path(pattern)
+        fs = path.getFileSystem(hadoop_conf)
+        statuses = fs.globStatus(path)
+        if not statuses:
+            missing.append(pattern)
+            continue
+        for status in statuses:
+            size = status.getLen() if status.isFile() else fs.getContentSummary(status.getPath()).getLength()
+            found.append(InputFile(str(status.getPath().toString()), int(size)))
+    if missing:
+        raise InputError(f"nothing matches {', '.join(missing)}")
+    return found
+
+
+def read_lines(spark: SparkSession, paths: Iterable[str]) -> DataFrame:
+    """Every line: ``file``, ``block`` (the split it was read from), ``rid`` (its row id) and ``text``."""
+    return spark.read.text(list(paths)).select(
+        F.col("_metadata.file_path").alias("file"),
+        F.col("_metadata.file_block_start").alias("block"),
+        F.monotonically_increasing_id().alias("rid"),
+        F.col("value").alias("text"),
+    )
+
+
+def _missing(fields: Iterable[str], record: str = "r") -> Column:
+    """True when any of ``fields`` is null."""
+    checks = [F.col(f"{record}.`{name}`").isNull() for name in fields]
+    result = checks[0]
+    for check in checks[1:]:
+        result = result | check
+    return result
+
+
+def classify(lines: DataFrame) -> DataFrame:
+    """Parse each line with the v1 schema and name its kind: ``parsed`` or one of the input report's kinds.
+
+    Columns: ``file``, ``block``, ``rid``, ``line_kind``, ``text`` (the line's first 200 characters, kept for lines
+    that are not ``parsed``: the examples), and every field of the schema, flattened.
+    """
+    record = F.from_json("text", EVENT_SCHEMA, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    parsed = lines.withColumn("r", record)
+    known = F.col("r.event").isin(sorted(EVENTS))
+    version = F.col("r.v")
+    # A field's required-ness depends on the event: one condition per event that has required fields.
+    required_missing = F.lit(False)
+    for event, names in REQUIRED.items():
+        required_missing = required_missing | ((F.col("r.event") == event) & _missing(names))
+    kind = (
+        F.when(F.col("r").isNull(), "malformed")
+        .when(
+            F.col(f"r.{CORRUPT}").isNotNull(),
+            # Spark still reads what it can of a line that does not fit the schema: a newer version may change
+            # a field's type, and a v1 broker may add an event whose fields collide with ours. Neither is garbage.
+            F.when(version > VERSION, "newer_version")
+            .when((version == VERSION) & F.col("r.event").isNotNull() & ~known, "unknown_event")
+            .otherwise("malformed"),
+        )
+        .when(version.isNull() | (version < VERSION), "unknown_version")
+        .when(version > VERSION, "newer_version")
+        .when(_missing(COMMON), "missing_field")
+        .when(~known, "unknown_event")
+        .when(required_missing, "missing_field")
+        .otherwise(OK)
+    )
+    fields = [F.col(f"r.`{field.name}`").alias(field.name) for field in EVENT_SCHEMA.fields if field.name != CORRUPT]
+    return parsed.withColumn(KIND, kind).select(
+        "file",
+        "block",
+        "rid",
+        KIND,
+        # Only the lines the report may quote keep their text: the parsed ones are most of the cached data.
+        F.when(F.col(KIND) != OK, F.substring("text", 1, EXAMPLE_CHARS)).alias("text"),
+        *fields,
+    )
+
+
+def block_offsets(classified: DataFrame) -> DataFrame:
+    """Per (file, block): the row id of its first line and how many lines of the file come before it."""
+    blocks = classified.groupBy("file", "block").agg(F.min("rid").alias("first_rid"), F.count("*").alias("lines"))
+    earlier = Window.partitionBy("file").orderBy("block").rowsBetween(Window.unboundedPreceding, -1)
+    return blocks.select(
+        "file", "block", "first_rid", F.coalesce(F.sum("lines").over(earlier), F.lit(0)).alias("lines_before")
+    )
+
+
+def _display_path(file: Column) -> Column:
+    """``file:///tmp/x`` as ``/tmp/x``: local paths are what people type; other URIs stay whole."""
+    return F.regexp_replace(file, r"^file:(//)?", "")
+
+
+def examples(bad: DataFrame, offsets: DataFrame) -> DataFrame:
+    """Up to five examples per kind, the first ones in file and line order: ``kind``, ``examples``.
+
+    ``bad`` has ``line_kind``, ``file``, ``block``, ``rid`` and ``text``.
+    """
+    first = Window.partitionBy(KIND).orderBy("file", "block", "rid")
+    chosen = bad.withColumn("n", F.row_number().over(first)).where(F.col("n") <= EXAMPLES)
+    located = chosen.join(F.broadcast(offsets), ["file", "block"]).select(
+        F.col(KIND).alias("kind"),
+        "n",
+        F.concat(
+            _display_path(F.col("file")),
+            F.lit(":"),
+            (F.col("lines_before") + F.col("rid") - F.col("first_rid") + 1).cast("string"),
+            F.lit(": "),
+            F.coalesce(F.col("text"), F.lit("")),
+        ).alias("example"),
+    )
+    return located.groupBy("kind").agg(
+        F.transform(F.sort_array(F.collect_list(F.struct("n", "example"))), lambda s: s["example"]).alias("examples")
+    )
+
+
+def input_report(counts: dict[str, int], found: dict[str, list[str]]) -> list[tuple[str, int, list[str]]]:
+    """The input table's rows, every kind listed (zero counts too), ``lines`` first."""
+    total = sum(counts.values())
+    rows: list[tuple[str, int, list[str]]] = [("lines", total, [])]
+    rows += [(kind, counts.get(kind, 0), found.get(kind, [])) for kind in INPUT_KINDS if kind != "lines"]
+    return rows

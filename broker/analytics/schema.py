@@ -1,0 +1,234 @@
+"""The explicit Spark schemas: the event log's format (version 1, docs/events.md) and the tables the job writes.
+
+The input is read with this schema instead of letting Spark infer one: inference would scan everything first, and
+would give a field the type of whatever it happened to see (``members`` is an int in ``rebalance_started`` and a
+list in ``join_completed``). Fields the analysis does not need, or whose JSON type differs between events, are
+declared as strings: Spark then keeps their raw JSON text, so no value of theirs can make a line unreadable. A
+field the analysis needs with the wrong JSON type makes the line ``malformed`` (docs/analytics.md).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+#: The format version this reader understands (``broker.events.SCHEMA_VERSION``).
+VERSION = 1
+
+#: Where Spark puts the text of a line it could not read with the schema.
+CORRUPT = "_corrupt"
+
+#: Every event docs/events.md documents for version 1. Others are counted as ``unknown_event``: the format lets a
+#: broker add events within a version, and a reader must ignore what it does not know.
+EVENTS = frozenset(
+    {
+        "group_created",
+        "member_joined",
+        "member_rejoined",
+        "member_left",
+        "member_expired",
+        "member_fenced",
+        "rebalance_started",
+        "join_completed",
+        "sync_completed",
+        "referee_violation",
+        "state_changed",
+        "group_emptied",
+        "group_deleted",
+        "offsets_expired",
+        "offsets_committed",
+    }
+)
+
+#: Fields every record has (docs/events.md, "Every record").
+COMMON = ("v", "seq", "ts_ms", "run_id", "event", "group_id")
+
+#: Fields without which an event cannot be placed in the windows: such a line is ``missing_field``.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "member_joined": ("member_id",),
+    "member_left": ("member_id",),
+    "member_expired": ("member_id",),
+    "member_fenced": ("member_id", "new_member_id"),
+    "join_completed": ("generation_id", "state"),
+    "sync_completed": ("generation_id",),
+    "state_changed": ("to",),
+}
+
+_ASSIGNMENTS = MapType(StringType(), MapType(StringType(), ArrayType(IntegerType())))
+_MOVE = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("from", StringType()),
+        StructField("to", StringType()),
+    ]
+)
+
+
+def _fields(*pairs: tuple[str, DataType]) -> list[StructField]:
+    return [StructField(name, kind, nullable=True) for name, kind in pairs]
+
+
+#: One line of the event log: the union of every documented event's fields.
+EVENT_SCHEMA = StructType(
+    _fields(
+        # every record
+        ("v", IntegerType()),
+        ("seq", LongType()),
+        ("ts_ms", LongType()),
+        ("run_id", StringType()),
+        ("event", StringType()),
+        ("group_id", StringType()),
+        # members
+        ("member_id", StringType()),
+        ("new_member_id", StringType()),
+        ("group_instance_id", StringType()),
+        ("client_id", StringType()),
+        ("client_host", StringType()),
+        ("protocol_type", StringType()),
+        ("session_timeout_ms", IntegerType()),
+        ("rebalance_timeout_ms", IntegerType()),
+        ("since_last_heartbeat_ms", LongType()),
+        ("cause", StringType()),
+        ("reason", StringType()),
+        ("protocols", StringType()),  # raw JSON: not needed
+        ("state", StringType()),
+        # rebalances
+        ("generation_id", IntegerType()),
+        ("previous_state", StringType()),
+        ("members", StringType()),  # raw JSON: an int in rebalance_started, a list of ids in join_completed
+        ("protocol", StringType()),
+        ("leader", StringType()),
+        ("assignments", _ASSIGNMENTS),
+        ("moved", ArrayType(_MOVE)),
+        ("unowned", IntegerType()),
+        ("rebalance_ms", LongType()),
+        ("rebalance_protocol", StringType()),
+        ("assignment_bytes", StringType()),  # raw JSON: not needed
+        # state_changed
+        ("from", StringType()),
+        ("to", StringType()),
+        # referee_violation
+        ("kind", StringType()),
+        ("topic", StringType()),
+        ("partition", IntegerType()),
+        # offsets_committed (debug)
+        ("offsets", StringType()),  # raw JSON: a list of [topic, partition, offset]
+        (CORRUPT, StringType()),
+    )
+)
+
+# -- the tables the job writes (docs/analytics.md); the report and the generator rely on these names and types
+
+REBALANCES = StructType(
+    _fields(
+        ("group_id", StringType()),
+        ("run_id", StringType()),
+        ("generation", IntegerType()),
+        ("previous_generation", IntegerType()),
+        ("cause", StringType()),
+        ("trigger_member", StringType()),
+        ("restarts", IntegerType()),
+        ("start_ms", LongType()),
+        ("end_ms", LongType()),
+        ("duration_ms", LongType()),
+        ("outcome", StringType()),
+        ("members_before", IntegerType()),
+        ("members_after", IntegerType()),
+        ("partitions_moved", IntegerType()),
+        ("partitions_unowned", IntegerType()),
+        ("unowned_partition_seconds", DoubleType()),
+        ("protocol", StringType()),
+        ("rebalance_protocol", StringType()),
+        ("broker_rebalance_ms", LongType()),
+        ("partitions", IntegerType()),
+    )
+)
+
+MEMBERS = StructType(
+    _fields(
+        ("group_id", StringType()),
+        ("run_id", StringType()),
+        ("member_id", StringType()),
+        ("client_id", StringType()),
+        ("group_instance_id", StringType()),
+        ("client_host", StringType()),
+        ("joined_ms", LongType()),
+        ("ended_ms", LongType()),
+        ("duration_ms", LongType()),
+        ("end", StringType()),
+        ("end_cause", StringType()),
+        ("since_last_heartbeat_ms", LongType()),
+        ("session_timeout_ms", IntegerType()),
+    )
+)
+
+OWNERSHIP = StructType(
+    _fields(
+        ("group_id", StringType()),
+        ("run_id", StringType()),
+        ("topic", StringType()),
+        ("partition", IntegerType()),
+        ("member_id", StringType()),
+        ("generation", IntegerType()),
+        ("start_ms", LongType()),
+        ("end_ms", LongType()),
+        ("duration_ms", LongType()),
+        ("end", StringType()),
+    )
+)
+
+_PERCENTILES = ("p50", "p95", "p99", "max")
+
+SUMMARY = StructType(
+    _fields(
+        ("scope", StringType()),
+        ("group_id", StringType()),
+        ("rebalances", LongType()),
+        *((f"rebalance_ms_{p}", DoubleType()) for p in _PERCENTILES),
+        *((f"detection_ms_{p}", DoubleType()) for p in _PERCENTILES),
+        *((f"unowned_ps_{p}", DoubleType()) for p in _PERCENTILES),
+        ("unowned_partition_seconds", DoubleType()),
+        ("causes", MapType(StringType(), LongType())),
+        ("expirations", LongType()),
+        ("eager", LongType()),
+        ("cooperative", LongType()),
+    )
+)
+
+INPUT = StructType(
+    _fields(
+        ("kind", StringType()),
+        ("count", LongType()),
+        ("examples", ArrayType(StringType())),
+    )
+)
+
+#: The kinds of the input report, in the order it lists them. ``lines`` is the sum of all the others.
+INPUT_KINDS = (
+    "lines",
+    "parsed",
+    "malformed",
+    "unknown_event",
+    "newer_version",
+    "unknown_version",
+    "missing_field",
+    "duplicate",
+)
+
+TABLE_SCHEMAS: dict[str, StructType] = {
+    "input": INPUT,
+    "rebalances": REBALANCES,
+    "members": MEMBERS,
+    "ownership": OWNERSHIP,
+    "summary": SUMMARY,
+}
