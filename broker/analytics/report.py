@@ -777,16 +777,10 @@ def _local(out_dir: str | os.PathLike[str]) -> Path:
 
 
 def _session() -> SparkSession:
-    spark = (
-        SparkSession.builder.appName("group-broker report")
-        .master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    """The job's own session and local defaults (it is still running when the job's --report renders)."""
+    from broker.analytics.job import build_session
+
+    return build_session()
 
 
 def render(
