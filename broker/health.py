@@ -48,17 +48,16 @@ def _targets(args: argparse.Namespace) -> tuple[tuple[str, int], str | None]:
         listener = config.bind_endpoints()[0]
         if listener.port == 0:
             raise ValueError("the broker's port is 0 (picked at start): pass --bootstrap HOST:PORT")
-        kafka = (_local(listener.host), listener.port)
+        kafka = (settings.reachable_host(listener.host), listener.port)
     if args.admin:
         admin = None if args.admin == "off" else args.admin.rstrip("/")
     else:
-        admin = f"http://{_local(config.admin_host)}:{config.admin_port}" if config.admin_port > 0 else None
+        admin = (
+            f"http://{settings.host_port(settings.reachable_host(config.admin_host), config.admin_port)}"
+            if config.admin_port > 0
+            else None
+        )
     return kafka, admin
-
-
-def _local(host: str) -> str:
-    """A wildcard listen address is reached on loopback."""
-    return "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
 
 
 def api_versions_round_trip(host: str, port: int, timeout: float) -> None:

@@ -78,6 +78,16 @@ def _is_wildcard(host: str) -> bool:
     return host in ("", "0.0.0.0", "::")
 
 
+def reachable_host(bound: str) -> str:
+    """Where a client on this machine reaches a listener bound to ``bound``: loopback for a wildcard."""
+    return "127.0.0.1" if bound in ("", "0.0.0.0") else "::1" if bound == "::" else bound
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port``, an IPv6 address in brackets (for bootstrap strings and URLs)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     host: str = "0.0.0.0"
@@ -130,10 +140,6 @@ class Settings:
             if endpoint.name == listener.name:
                 return endpoint.host or self._default_host(listener), endpoint.port or bound_port
         return self.advertised_host or self._default_host(listener), self.advertised_port or bound_port
-
-    def advertised(self, bound_port: int) -> tuple[str, int]:
-        """The first listener's advertised address."""
-        return self.advertised_for(self.bind_endpoints()[0], bound_port)
 
     @staticmethod
     def _default_host(listener: Endpoint) -> str:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar
 
 from broker.control_client import ControlClient, ControlError
 from broker.coordinator.config import GroupConfig
-from broker.settings import Settings
+from broker.settings import Settings, host_port, reachable_host
 
 if TYPE_CHECKING:
     from broker.server import BrokerServer
@@ -418,15 +418,6 @@ class AsyncControl:
         self.clear_faults = _threaded(control.clear_faults)
 
 
-def _connect_host(host: str) -> str:
-    """Where a client on this machine reaches a listener bound to ``host``."""
-    if host in ("", "0.0.0.0"):
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host
-
-
 class EmbeddedBroker(BrokerControl):
     """A broker on its own event loop in a daemon thread of this process. ``with`` starts and stops it."""
 
@@ -473,8 +464,8 @@ class EmbeddedBroker(BrokerControl):
         server = self.server
         self.port = server.port
         # server.port is the first listener's: the one clients should bootstrap from.
-        self.bootstrap = f"{_connect_host(self.settings.bind_endpoints()[0].host)}:{server.port}"
-        self._client = ControlClient(f"http://{_connect_host(server.control.host)}:{server.control.port}")
+        self.bootstrap = host_port(reachable_host(self.settings.bind_endpoints()[0].host), server.port)
+        self._client = ControlClient(f"http://{host_port(reachable_host(server.control.host), server.control.port)}")
         return self
 
     def stop(self) -> None:

@@ -38,7 +38,7 @@ def test_defaults_match_kafka_where_kafka_has_the_setting() -> None:
     assert config.group.offsets_retention_minutes == 10080
     assert config.socket_request_max_bytes == 104_857_600
     assert config.bind_endpoints() == (Endpoint("PLAINTEXT", "0.0.0.0", 9092),)
-    assert config.advertised(9092) == ("localhost", 9092)
+    assert config.advertised_for(config.bind_endpoints()[0], 9092) == ("localhost", 9092)
     assert len(config.cluster_id) == 22
 
 
@@ -137,6 +137,10 @@ def test_endpoint_syntax() -> None:
         Endpoint("B", "host.example", 2),
     )
     assert str(Endpoint("A", "::1", 1)) == "A://[::1]:1"
+    # What a client on this machine dials for a bound address (health, the pytest plugin).
+    reached = [settings.reachable_host(h) for h in ("", "0.0.0.0", "::", "10.0.0.5")]
+    assert reached == ["127.0.0.1", "127.0.0.1", "::1", "10.0.0.5"]
+    assert (settings.host_port("::1", 9644), settings.host_port("127.0.0.1", 9644)) == ("[::1]:9644", "127.0.0.1:9644")
     for bad, message in [
         ("A://h", "is not NAME://HOST:PORT"),
         ("A://h:70000", "out of range"),
