@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from broker.config.settings import Settings
 from broker.coordinator.config import GroupConfig
-from broker.server import BrokerServer
-from broker.settings import Settings
+from broker.server.broker import BrokerServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -42,10 +42,11 @@ def test_sdist_and_wheel_carry_the_one_version_and_what_users_need(dist: Path) -
         info = f"kafka_group_broker-{version}.dist-info"
         entry_points = archive.read(f"{info}/entry_points.txt").decode()
         metadata = archive.read(f"{info}/METADATA").decode()
-    assert {"broker/cli.py", "broker/pytest_plugin.py", "broker/testing.py", "protocol/heartbeat.py"} <= names
+    expected = {"broker/cli/main.py", "broker/testing/pytest_plugin.py", "broker/testing/embedded.py"}
+    assert expected | {"protocol/heartbeat.py"} <= names
     assert not any(name.startswith(("tests/", "benchmarks/")) for name in names)
-    assert "group-broker = broker.cli:main" in entry_points
-    assert "[pytest11]" in entry_points and "group_broker = broker.pytest_plugin" in entry_points
+    assert "group-broker = broker.cli.main:main" in entry_points
+    assert "[pytest11]" in entry_points and "group_broker = broker.testing.pytest_plugin" in entry_points
     assert f"Version: {version}" in metadata
     with tarfile.open(sdist) as archive:
         members = {Path(m).relative_to(f"kafka_group_broker-{version}").as_posix() for m in archive.getnames()[1:]}

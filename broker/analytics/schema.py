@@ -21,7 +21,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-#: The format version this reader understands (``broker.events.SCHEMA_VERSION``).
+#: The format version this reader understands (``broker.events.hub.SCHEMA_VERSION``).
 VERSION = 1
 
 #: Where Spark puts the text of a line it could not read with the schema.

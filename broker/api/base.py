@@ -14,7 +14,7 @@ from kio.static.primitive import i32
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.messages import Client
 from broker.storage.delayed_fetch import DelayedFetches
-from broker.topics import TopicRegistry
+from broker.storage.topics import TopicRegistry
 
 NO_THROTTLE = datetime.timedelta(0)
 # AuthorizedOperations when none were asked for (Kafka's Integer.MIN_VALUE).
@@ -79,5 +79,5 @@ class CloseConnection:
     reason: str
 
 
-# A handler returns a kio response dataclass, a Pending one for a parked answer, NO_RESPONSE or CloseConnection.
+# A handler returns a kio response dataclass, a Deferred one for a parked answer, NO_RESPONSE or CloseConnection.
 Handler = Callable[[ApiContext, Call, Any], Any]

@@ -17,7 +17,7 @@ from kio.static.primitive import i32, i64
 from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
 from broker.storage.delayed_fetch import FetchPosition, available_bytes
 from broker.storage.partition_log import LEADER_EPOCH, PartitionLog
-from broker.topics import Topic, TopicRegistry
+from broker.storage.topics import Topic, TopicRegistry
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 

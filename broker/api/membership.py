@@ -15,12 +15,12 @@ from kio.static.primitive import i32
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
 from broker.coordinator.messages import JoinRequest, JoinResult, LeavingMember, SyncRequest, SyncResult
-from broker.coordinator.pending import Pending
+from broker.timing.deferred import Deferred
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
 
-def join_group(ctx: ApiContext, call: Call, body: Any) -> Pending[Any]:
+def join_group(ctx: ApiContext, call: Call, body: Any) -> Deferred[Any]:
     version = call.api_version
     session_ms = millis(body.session_timeout)
     # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
@@ -65,7 +65,7 @@ def join_response(version: int, result: JoinResult) -> Any:
     )
 
 
-def sync_group(ctx: ApiContext, call: Call, body: Any) -> Pending[Any] | Any:
+def sync_group(ctx: ApiContext, call: Call, body: Any) -> Deferred[Any] | Any:
     version = call.api_version
     protocol_type = getattr(body, "protocol_type", None)
     protocol_name = getattr(body, "protocol_name", None)

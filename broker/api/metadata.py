@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call
-from broker.topics import Topic, is_valid_topic_name
+from broker.storage.topics import Topic, is_valid_topic_name
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 

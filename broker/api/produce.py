@@ -11,7 +11,7 @@ from kio.static.primitive import i16, i32, i64
 from broker.api.base import NO_RESPONSE, NO_THROTTLE, ApiContext, Call, CloseConnection
 from broker.storage.partition_log import StorageFull
 from broker.storage.records import InvalidBatch, split_batches, validate_client_batch
-from broker.topics import Topic
+from broker.storage.topics import Topic
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 

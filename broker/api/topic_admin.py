@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call
-from broker.topics import InvalidConfig, Topic, check_configs, is_valid_topic_name
+from broker.storage.topics import InvalidConfig, Topic, check_configs, is_valid_topic_name
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 

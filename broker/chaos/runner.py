@@ -57,7 +57,7 @@ from rich.table import Table
 from rich.text import Text
 
 from broker.chaos import CLIENTS, library_available, missing_library_message
-from broker.control_client import ControlClient, ControlError
+from broker.control.client import ControlClient, ControlError
 
 PROGRAM = "group-broker chaos run"
 KEY_PREFIX = "k"

@@ -2,7 +2,7 @@
 
 It owns every group's state. Requests arrive as method calls (messages) carrying
 version-independent request objects; answers are returned at once or parked as
-``Pending`` values that the coordinator completes later. Time comes from the
+``Deferred`` values that the coordinator completes later. Time comes from the
 injected clock and delayed work goes through the ``Purgatory``. There is no I/O
 here: no sockets, no tasks, no sleeping. The event loop is its only executor, and
 no method awaits, so each message runs to completion before the next one starts.
@@ -20,7 +20,6 @@ from typing import Any, NamedTuple
 import structlog
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.clock import Clock, SystemClock
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.group import ClassicGroup, CommittedOffset, GroupState, Member, heartbeat_key
 from broker.coordinator.messages import (
@@ -41,10 +40,11 @@ from broker.coordinator.messages import (
     SyncRequest,
     SyncResult,
 )
-from broker.coordinator.pending import Pending
-from broker.coordinator.purgatory import Purgatory
 from broker.coordinator.referee import judge
-from broker.events import GroupEvents, LoggedEvents
+from broker.events.hub import GroupEvents, LoggedEvents
+from broker.timing.clock import Clock, SystemClock
+from broker.timing.deferred import Deferred
+from broker.timing.purgatory import Purgatory
 
 E = ErrorCode
 EMPTY = GroupState.EMPTY
@@ -129,8 +129,8 @@ class GroupCoordinator:
     # JoinGroup (section 7)
     # ======================================================================
 
-    def join(self, request: JoinRequest) -> Pending[JoinResult]:
-        pending: Pending[JoinResult] = Pending()
+    def join(self, request: JoinRequest) -> Deferred[JoinResult]:
+        pending: Deferred[JoinResult] = Deferred()
         if not self.active:
             return _answer(pending, E.coordinator_not_available, request.member_id)
         if not request.group_id:
@@ -174,7 +174,7 @@ class GroupCoordinator:
             return group.awaiting_join_count < max_size
         return group.has_member(member_id) or len(group.members) < max_size
 
-    def _join_new_member(self, group: ClassicGroup, request: JoinRequest, pending: Pending[JoinResult]) -> None:
+    def _join_new_member(self, group: ClassicGroup, request: JoinRequest, pending: Deferred[JoinResult]) -> None:
         if group.is_in(DEAD):
             _answer(pending, E.coordinator_not_available, "")
             return
@@ -203,7 +203,7 @@ class GroupCoordinator:
         else:
             self._add_member_and_rebalance(group, request, new_member_id, pending)
 
-    def _join_existing_member(self, group: ClassicGroup, request: JoinRequest, pending: Pending[JoinResult]) -> None:
+    def _join_existing_member(self, group: ClassicGroup, request: JoinRequest, pending: Deferred[JoinResult]) -> None:
         member_id = request.member_id
         if group.is_in(DEAD):
             _answer(pending, E.coordinator_not_available, member_id)
@@ -240,7 +240,7 @@ class GroupCoordinator:
             _answer(pending, E.unknown_member_id, member_id)
 
     def _add_member_and_rebalance(
-        self, group: ClassicGroup, request: JoinRequest, member_id: str, pending: Pending[JoinResult]
+        self, group: ClassicGroup, request: JoinRequest, member_id: str, pending: Deferred[JoinResult]
     ) -> None:
         """7.6: a new member is created with its JoinGroup parked."""
         member = Member(
@@ -280,7 +280,7 @@ class GroupCoordinator:
         )
 
     def _update_member_and_rebalance(
-        self, group: ClassicGroup, member: Member, request: JoinRequest, pending: Pending[JoinResult]
+        self, group: ClassicGroup, member: Member, request: JoinRequest, pending: Deferred[JoinResult]
     ) -> None:
         group.update_member(
             member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms, pending
@@ -308,7 +308,7 @@ class GroupCoordinator:
         request: JoinRequest,
         old_member_id: str,
         new_member_id: str,
-        pending: Pending[JoinResult],
+        pending: Deferred[JoinResult],
     ) -> None:
         """7.9: a static member came back with an empty member id."""
         instance_id = request.group_instance_id
@@ -540,8 +540,8 @@ class GroupCoordinator:
     # SyncGroup (section 8)
     # ======================================================================
 
-    def sync(self, request: SyncRequest) -> Pending[SyncResult]:
-        pending: Pending[SyncResult] = Pending()
+    def sync(self, request: SyncRequest) -> Deferred[SyncResult]:
+        pending: Deferred[SyncResult] = Deferred()
         if not self.active:
             return _sync_error(pending, E.coordinator_not_available)
         if not request.group_id:
@@ -1180,12 +1180,12 @@ class GroupCoordinator:
         self.events.emit("state_changed", group.group_id, fields)
 
 
-def _answer(pending: Pending[JoinResult], error: ErrorCode, member_id: str) -> Pending[JoinResult]:
+def _answer(pending: Deferred[JoinResult], error: ErrorCode, member_id: str) -> Deferred[JoinResult]:
     pending.complete(JoinResult(error=error, member_id=member_id))
     return pending
 
 
-def _sync_error(pending: Pending[SyncResult], error: ErrorCode) -> Pending[SyncResult]:
+def _sync_error(pending: Deferred[SyncResult], error: ErrorCode) -> Deferred[SyncResult]:
     pending.complete(SyncResult(error))
     return pending
 

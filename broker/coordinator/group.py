@@ -13,8 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from broker.coordinator.messages import JoinResult, SyncResult
-from broker.coordinator.pending import Pending
-from broker.coordinator.purgatory import Deadline
+from broker.timing.deferred import Deferred
+from broker.timing.purgatory import Deadline
 
 Protocols = tuple[tuple[str, bytes], ...]
 
@@ -91,8 +91,8 @@ class Member:
         self.protocol_type = protocol_type
         self.protocols = protocols
         self.assignment = b""
-        self.join_pending: Pending[JoinResult] | None = None
-        self.sync_pending: Pending[SyncResult] | None = None
+        self.join_pending: Deferred[JoinResult] | None = None
+        self.sync_pending: Deferred[SyncResult] | None = None
         self.is_new = False
         self.heartbeat_key = heartbeat_key(group_id, member_id)
         self.expiry: Deadline | None = None  # the armed deadline under heartbeat_key, when known
@@ -186,7 +186,7 @@ class ClassicGroup:
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
-    def add_member(self, member: Member, join: Pending[JoinResult] | None) -> None:
+    def add_member(self, member: Member, join: Deferred[JoinResult] | None) -> None:
         if member.group_instance_id is not None and member.group_instance_id in self.static_members:
             raise ValueError(f"instance {member.group_instance_id!r} is already a member")
         if not self.members:
@@ -227,7 +227,7 @@ class ClassicGroup:
         protocols: Protocols,
         rebalance_timeout_ms: int,
         session_timeout_ms: int,
-        join: Pending[JoinResult] | None,
+        join: Deferred[JoinResult] | None,
     ) -> None:
         for name, _ in member.protocols:
             self.supported_protocols[name] -= 1
@@ -244,7 +244,7 @@ class ClassicGroup:
             self.awaiting_join_count -= 1
         member.join_pending = join
 
-    def take_join(self, member: Member) -> Pending[JoinResult] | None:
+    def take_join(self, member: Member) -> Deferred[JoinResult] | None:
         """Detach the member's parked JoinGroup, keeping the awaiting count right."""
         join = member.join_pending
         if join is not None:

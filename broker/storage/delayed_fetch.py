@@ -12,9 +12,10 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
-from broker.coordinator.pending import Pending
-from broker.coordinator.purgatory import Purgatory
 from broker.storage.partition_log import PartitionLog
+from broker.timing.deferred import Deferred
+from broker.timing.keys import delayed_fetch_key
+from broker.timing.purgatory import Purgatory
 
 T = TypeVar("T")
 
@@ -44,7 +45,7 @@ class _Waiter(Generic[T]):
         self.positions = positions
         self.min_bytes = min_bytes
         self.build = build
-        self.pending: Pending[T] = Pending()
+        self.pending: Deferred[T] = Deferred()
 
     def satisfied(self) -> bool:
         return available_bytes(self.positions) >= self.min_bytes
@@ -62,9 +63,9 @@ class DelayedFetches:
         min_bytes: int,
         max_wait_ms: int,
         build: Callable[[], T],
-    ) -> Pending[T]:
-        """A Pending answered by ``build()`` once min_bytes can be returned or max_wait has passed."""
-        waiter: _Waiter[T] = _Waiter(("delayed-fetch", next(self._ids)), positions, min_bytes, build)
+    ) -> Deferred[T]:
+        """A Deferred answered by ``build()`` once min_bytes can be returned or max_wait has passed."""
+        waiter: _Waiter[T] = _Waiter(delayed_fetch_key(next(self._ids)), positions, min_bytes, build)
         for log, _, _ in positions:
             self._watching.setdefault(id(log), set()).add(waiter)  # type: ignore[arg-type]
         self._purgatory.schedule(waiter.key, max_wait_ms, lambda: self._complete(waiter))  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from broker.control_client import ControlClient, ControlError
+from broker.control.client import ControlClient, ControlError
 from tests.clients.processes import WorkerProcess
 from tests.conftest import BrokerProcess
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import pytest
 
-from broker.control_client import ControlClient
+from broker.control.client import ControlClient
 from tests.clients.chaos_helpers import PARTITIONS, SESSION_MS, Crew, control_url
 from tests.conftest import BrokerProcess, start_broker_process
 

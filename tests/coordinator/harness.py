@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.clock import ManualClock
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.group import ClassicGroup, GroupState
@@ -26,8 +25,9 @@ from broker.coordinator.messages import (
     SyncRequest,
     SyncResult,
 )
-from broker.coordinator.pending import Pending
-from broker.coordinator.purgatory import Purgatory
+from broker.timing.clock import ManualClock
+from broker.timing.deferred import Deferred
+from broker.timing.purgatory import Purgatory
 
 E = ErrorCode
 GROUP = "group"
@@ -88,7 +88,7 @@ class Harness:
         version: int = 9,
         client_id: str = "client",
         reason: str | None = None,
-    ) -> Pending[JoinResult]:
+    ) -> Deferred[JoinResult]:
         return self.coordinator.join(
             JoinRequest(
                 group_id=group_id,
@@ -104,7 +104,7 @@ class Harness:
             )
         )
 
-    def join_new(self, *, version: int = 9, **kwargs: object) -> Pending[JoinResult]:
+    def join_new(self, *, version: int = 9, **kwargs: object) -> Deferred[JoinResult]:
         """A dynamic member's first join; on v4+ does the KIP-394 two-step and returns the second request."""
         first = self.join("", version=version, **kwargs)  # type: ignore[arg-type]
         if first.done and first.value.error is E.member_id_required:
@@ -121,7 +121,7 @@ class Harness:
         instance_id: str | None = None,
         protocol_type: str | None = None,
         protocol_name: str | None = None,
-    ) -> Pending[SyncResult]:
+    ) -> Deferred[SyncResult]:
         return self.coordinator.sync(
             SyncRequest(
                 group_id=group_id,

@@ -21,8 +21,8 @@ from broker.coordinator.consumer_protocol import Assignment, encode_assignment
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.group import GroupState
 from broker.coordinator.messages import CommitRequest, LeavingMember, PartitionCommit
-from broker.coordinator.purgatory import Purgatory
-from broker.events import EventHub, Record
+from broker.events.hub import EventHub, Record
+from broker.timing.purgatory import Purgatory
 from tests.coordinator.harness import GROUP, REBALANCE_MS, SESSION_MS, E, Harness, stable_static_group
 
 ROOT = Path(__file__).resolve().parents[2]

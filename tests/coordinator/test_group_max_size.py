@@ -12,7 +12,7 @@ import dataclasses
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.group import GroupState
 from broker.coordinator.messages import JoinResult
-from broker.coordinator.pending import Pending
+from broker.timing.deferred import Deferred
 from tests.coordinator.harness import REBALANCE_MS, E, Harness
 
 MAX_SIZE = 3
@@ -21,7 +21,7 @@ DELAY_MS = 100
 INITIAL_JOIN_MS = 2 * DELAY_MS
 
 
-def answered(pending: Pending[JoinResult]) -> JoinResult:
+def answered(pending: Deferred[JoinResult]) -> JoinResult:
     assert pending.done, "JoinGroup is still parked"
     return pending.value
 

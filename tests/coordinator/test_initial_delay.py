@@ -5,13 +5,13 @@ from __future__ import annotations
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.group import GroupState
 from broker.coordinator.messages import JoinResult
-from broker.coordinator.pending import Pending
+from broker.timing.deferred import Deferred
 from tests.coordinator.harness import E, Harness
 
 DELAY_MS = 3_000
 
 
-def answered(pending: Pending[JoinResult]) -> JoinResult:
+def answered(pending: Deferred[JoinResult]) -> JoinResult:
     assert pending.done, "JoinGroup is still parked"
     return pending.value
 

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 from broker.coordinator.group import GroupState
 from broker.coordinator.messages import JoinResult, LeavingMember
-from broker.coordinator.pending import Pending
+from broker.timing.deferred import Deferred
 from tests.coordinator.harness import E, Harness, subscription
 
 OTHER_PROTOCOLS = (("range", subscription("topic", "other-topic")),)
 SUPERSET = (("range", subscription("topic")), ("roundrobin", subscription("topic")))
 
 
-def answered(pending: Pending[JoinResult]) -> JoinResult:
+def answered(pending: Deferred[JoinResult]) -> JoinResult:
     assert pending.done, "JoinGroup is still parked"
     return pending.value
 
@@ -339,7 +339,7 @@ def test_41_stuck_group_completes_at_once_when_static_leader_rejoins() -> None:
 PENDING_SESSION_MS = 6_000
 
 
-def group_with_pending_member(h: Harness) -> tuple[str, str, str, Pending[JoinResult], Pending[JoinResult]]:
+def group_with_pending_member(h: Harness) -> tuple[str, str, str, Deferred[JoinResult], Deferred[JoinResult]]:
     """Stable group of two; the leader rejoins (PreparingRebalance); a v4 newcomer gets MEMBER_ID_REQUIRED (short
     session); the follower rejoins. Returns (leader, follower, pending id, leader join, follower join)."""
     leader, follower = h.stable_group(2)

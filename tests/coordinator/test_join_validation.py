@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from broker.coordinator.config import INT32_MAX, GroupConfig
 from broker.coordinator.group import GroupState
 from broker.coordinator.messages import JoinedMember, JoinResult
-from broker.coordinator.pending import Pending
+from broker.timing.deferred import Deferred
 from tests.coordinator.harness import GROUP, PROTOCOLS, E, Harness, subscription
 
 MIN_SESSION_MS = 6_000
@@ -24,7 +24,7 @@ MAX_SESSION_MS = 1_800_000
 DELAY_MS = 3_000
 
 
-def answered(pending: Pending[JoinResult]) -> JoinResult:
+def answered(pending: Deferred[JoinResult]) -> JoinResult:
     assert pending.done, "JoinGroup is still parked"
     return pending.value
 

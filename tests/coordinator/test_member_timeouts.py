@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from broker.coordinator.group import GroupState, heartbeat_key
 from broker.coordinator.messages import JoinResult, SyncResult
-from broker.coordinator.pending import Pending
+from broker.timing.deferred import Deferred
 from tests.coordinator.harness import GROUP, REBALANCE_MS, SESSION_MS, E, Harness
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 
 
-def answered(pending: Pending[JoinResult]) -> JoinResult:
+def answered(pending: Deferred[JoinResult]) -> JoinResult:
     assert pending.done, "JoinGroup is still parked"
     return pending.value
 
 
-def synced(pending: Pending[SyncResult]) -> SyncResult:
+def synced(pending: Deferred[SyncResult]) -> SyncResult:
     assert pending.done, "SyncGroup is still parked"
     return pending.value
 

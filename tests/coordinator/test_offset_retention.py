@@ -12,7 +12,7 @@ from __future__ import annotations
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.group import GroupState, Protocols
 from broker.coordinator.messages import CommitRequest, JoinResult, PartitionCommit
-from broker.coordinator.pending import Pending
+from broker.timing.deferred import Deferred
 from tests.coordinator.harness import GROUP, PROTOCOLS, E, Harness
 
 RETENTION_MS = 60_000
@@ -271,7 +271,7 @@ def test_rebalancing_consumer_group_expires_nothing() -> None:
     assert h.state() is GroupState.PREPARING_REBALANCE
     at(h, t0, 200_000)
     assert stored(h) == {("other", 0)}
-    leader_join: Pending[JoinResult] = h.join(
+    leader_join: Deferred[JoinResult] = h.join(
         leader, session_ms=LONG_SESSION_MS, rebalance_ms=LONG_REBALANCE_MS, protocols=changed
     )
     assert leader_join.value.error is E.none

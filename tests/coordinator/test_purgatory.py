@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from broker.coordinator.clock import ManualClock
-from broker.coordinator.purgatory import Purgatory
+from broker.timing.clock import ManualClock
+from broker.timing.purgatory import Purgatory
 
 
 def rig() -> tuple[ManualClock, Purgatory, list[str]]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from broker.coordinator.consumer_protocol import Subscription, encode_subscription
 from broker.coordinator.group import GroupState
 from broker.coordinator.messages import SyncResult
-from broker.events import Record
+from broker.events.hub import Record
 from tests.coordinator.harness import GROUP, E, Harness
 from tests.coordinator.test_events import EventHarness, assert_events, assign
 

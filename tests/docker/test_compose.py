@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from broker.control_client import ControlClient, ControlError
+from broker.control.client import ControlClient, ControlError
 from tests.conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from broker.coordinator.clock import ManualClock
-from broker.coordinator.purgatory import Purgatory
 from broker.storage.delayed_fetch import DelayedFetches, FetchPosition
 from broker.storage.partition_log import PartitionLog, StorageBudget
 from broker.storage.records import split_batches
+from broker.timing.clock import ManualClock
+from broker.timing.purgatory import Purgatory
 from tests.storage import make_batch
 
 MAX_WAIT_MS = 500

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from broker.coordinator.clock import ManualClock
-from broker.server import BrokerServer
+from broker.server.broker import BrokerServer
 from broker.storage.records import split_batches
-from broker.topics import LogDefaults
+from broker.storage.topics import LogDefaults
+from broker.timing.clock import ManualClock
 from tests.conftest import broker_settings
 from tests.storage import make_batch
 

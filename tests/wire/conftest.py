@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.server import BrokerServer
+from broker.server.broker import BrokerServer
 from tests.wire.client import Connect, WireClient
 
 

@@ -25,7 +25,7 @@ from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
 
 from broker.coordinator.group import GroupState
-from broker.server import BrokerServer
+from broker.server.broker import BrokerServer
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import build, nested
 from tests.conftest import broker_settings

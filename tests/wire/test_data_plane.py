@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId, ProducerId
 from kio.static.primitive import i8, i16, i32, i64
 
-from broker.server import BrokerServer
+from broker.server.broker import BrokerServer
 from broker.storage.records import restamp
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from tests.storage import BASE_TIMESTAMP, make_batch

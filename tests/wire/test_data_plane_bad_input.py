@@ -17,9 +17,9 @@ import pytest
 import structlog
 from kio.schema.errors import ErrorCode
 
-from broker.server import BrokerServer
+from broker.server.broker import BrokerServer
 from broker.storage.records import restamp
-from broker.topics import LogDefaults
+from broker.storage.topics import LogDefaults
 from protocol.apis import ApiKey
 from tests.conftest import broker_settings
 from tests.storage import (

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
-from broker.server import BrokerServer
+from broker.server.broker import BrokerServer
 from protocol.apis import ApiKey
 from tests.wire.client import Connect, request
 from tests.wire.test_versions import heartbeat_request, join_request, stable_group, sync_request

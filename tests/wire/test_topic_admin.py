@@ -20,7 +20,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i64
 
-from broker.server import BrokerServer
+from broker.server.broker import BrokerServer
 from protocol.apis import ApiKey
 from protocol.codec import has_field
 from tests.conftest import broker_settings
@@ -317,7 +317,7 @@ async def test_create_topics_defaults_to_num_partitions(version: int) -> None:
         assert result.error_code is E.none
         if version >= 5:
             assert (result.num_partitions, result.replication_factor) == (5, 1)
-        registered = broker.topics.get("defaulted")
+        registered = broker.storage.topics.get("defaulted")
         assert registered is not None and registered.partitions == 5
         assert len((await described(client, "defaulted")).partitions) == 5
     finally:

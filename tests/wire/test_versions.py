@@ -22,7 +22,7 @@ from kio.serial import entity_writer
 from kio.static.primitive import i8, i16, i32, i64
 
 from broker.coordinator.group import GroupState
-from broker.server import BrokerServer
+from broker.server.broker import BrokerServer
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import has_field
 from tests.wire.client import Connect, WireClient, part, request

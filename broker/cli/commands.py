@@ -1,0 +1,433 @@
+"""The client commands of ``group-broker``: each one calls the control API and prints what it answered.
+
+Plain aligned columns (like kubectl) for the one-shot commands: cheap to start, easy to grep, never truncated; the
+live ``watch`` view (broker/cli/watch.py) is the one that imports rich. ``--json`` prints the API's JSON instead.
+
+Exit codes: 0 done, 1 the API answered an error or could not be reached (``group-broker: <message>`` on stderr),
+2 usage errors (from argparse, before anything here runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from broker.control.client import ControlClient, ControlError
+
+JSON = dict[str, Any]
+
+
+def execute(args: argparse.Namespace) -> int:
+    handler = HANDLERS[args._handler]
+    try:
+        return handler(args)
+    except ControlError as error:
+        print(f"group-broker: {error.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``group-broker groups | head``): no traceback, and none at exit either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def client(args: argparse.Namespace) -> ControlClient:
+    return ControlClient(args.admin)
+
+
+def emit_json(value: object) -> None:
+    print(json.dumps(value, indent=2))
+
+
+# -- groups and describe ------------------------------------------------------------------------------------
+
+
+def cmd_groups(args: argparse.Namespace) -> int:
+    groups = client(args).groups()
+    if args.json:
+        emit_json(groups)
+        return 0
+    if not groups:
+        print("no groups")
+        return 0
+    rows = [
+        [
+            g["group_id"],
+            g["state"],
+            str(g["generation_id"]),
+            protocol_text(g.get("protocol_type"), g.get("protocol")),
+            str(g["members"]),
+            text(g.get("leader")),
+        ]
+        for g in groups
+    ]
+    print(table(["GROUP", "STATE", "GENERATION", "PROTOCOL", "MEMBERS", "LEADER"], rows))
+    return 0
+
+
+DESCRIBE_EVENTS = 10
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    api = client(args)
+    group = api.group(args.group)
+    try:
+        events = api.events(args.group, limit=DESCRIBE_EVENTS)[-DESCRIBE_EVENTS:]
+    except ControlError as error:
+        if error.status != 404:
+            raise
+        events = []  # a group the event buffer never saw (e.g. one it dropped): still describe it
+    if args.json:
+        emit_json({"group": group, "events": events})
+        return 0
+    print(describe_text(group, events))
+    return 0
+
+
+def describe_text(group: JSON, events: Sequence[JSON]) -> str:
+    header = [
+        ("Group", group["group_id"]),
+        ("State", f"{group['state']} (for {duration(group.get('state_age_ms'))})"),
+        ("Generation", str(group["generation_id"])),
+        ("Protocol", protocol_text(group.get("protocol_type"), group.get("protocol"))),
+        ("Leader", text(group.get("leader"))),
+        ("Topics", ", ".join(group.get("subscribed_topics") or []) or "-"),
+    ]
+    if group.get("pending_members"):
+        header.append(("Pending", ", ".join(group["pending_members"])))
+    lines = [f"{name + ':':<12}{value}" for name, value in header]
+    members: list[JSON] = group.get("members") or []
+    lines.append("")
+    if members:
+        lines.append(f"Members ({len(members)}):")
+        lines.append(table(MEMBER_HEADERS, [member_row(m) for m in members]))
+    else:
+        lines.append("Members: none")
+    lines.append("")
+    if events:
+        lines.append(f"Latest events ({len(events)}):")
+        lines.append(table(["SEQ", "TIME", "EVENT", "DETAILS"], [event_row(e) for e in events]))
+    else:
+        lines.append("Latest events: none")
+    return "\n".join(lines)
+
+
+MEMBER_HEADERS = ["MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "SESSION TIMEOUT", "LAST HEARTBEAT", "ASSIGNMENT"]
+
+
+def member_row(member: JSON) -> list[str]:
+    member_id = str(member["member_id"])
+    flags = [flag for flag, on in (("awaiting join", member.get("awaiting_join")),
+                                   ("awaiting sync", member.get("awaiting_sync"))) if on]
+    return [
+        member_id,
+        text(member.get("group_instance_id")),
+        text(member.get("client_id")),
+        text(member.get("client_host")),
+        duration(member.get("session_timeout_ms")),
+        f"{duration(member.get('last_heartbeat_age_ms'))} ago",
+        assignment_text(member) + (f" ({', '.join(flags)})" if flags else ""),
+    ]
+
+
+def assignment_text(member: JSON) -> str:
+    """``topic[0,1,2] other[3]``; "-" for nothing assigned, "?" when the bytes are not the consumer protocol's."""
+    assignment = member.get("assignment")
+    if assignment is None:
+        size = member.get("assignment_bytes")
+        return f"? ({size} bytes)" if size else "-"
+    parts = [f"{topic}[{','.join(str(p) for p in sorted(ps))}]" for topic, ps in sorted(assignment.items())]
+    return " ".join(parts) or "-"
+
+
+# -- events -------------------------------------------------------------------------------------------------
+
+_EVENT_ENVELOPE = {"v", "seq", "ts_ms", "run_id", "event", "group_id"}
+_EVENT_FIRST = ("member_id", "new_member_id", "group_instance_id", "generation_id", "from", "to", "cause")
+
+
+def event_time(event: Mapping[str, Any]) -> str:
+    ts_ms = event.get("ts_ms")
+    if not isinstance(ts_ms, int | float):
+        return "-"
+    return datetime.datetime.fromtimestamp(ts_ms / 1000).strftime("%H:%M:%S.%f")[:-3]
+
+
+def event_details(event: Mapping[str, Any]) -> str:
+    """The event's own fields as ``key=value``, the telling ones first, the bulky ones summarized."""
+    fields = {k: v for k, v in event.items() if k not in _EVENT_ENVELOPE and v is not None}
+    ordered = [k for k in _EVENT_FIRST if k in fields] + [k for k in fields if k not in _EVENT_FIRST]
+    parts = []
+    for key in ordered:
+        value = fields[key]
+        if key in ("assignments", "assignment_bytes") and isinstance(value, dict):
+            continue  # per member: describe's member table shows who holds what
+        if key == "moved" and isinstance(value, list):
+            parts.append(f"moved={len(value)}")
+        elif key == "members" and isinstance(value, list):
+            parts.append(f"members={len(value)}")
+        elif isinstance(value, list):
+            parts.append(f"{key}={','.join(str(v) for v in value)}")
+        elif isinstance(value, str):
+            parts.append(f"{key}={value if value and not any(c.isspace() for c in value) else json.dumps(value)}")
+        elif isinstance(value, bool):
+            parts.append(f"{key}={'true' if value else 'false'}")
+        elif isinstance(value, int | float):
+            parts.append(f"{key}={value}")
+        else:
+            parts.append(f"{key}={json.dumps(value, separators=(',', ':'))}")
+    return " ".join(parts)
+
+
+def event_row(event: Mapping[str, Any]) -> list[str]:
+    return [str(event.get("seq", "-")), event_time(event), str(event.get("event", "?")), event_details(event)]
+
+
+# -- chaos verbs --------------------------------------------------------------------------------------------
+
+
+def cmd_kick(args: argparse.Namespace) -> int:
+    answer = client(args).kick(args.group, args.member_id)
+    if args.json:
+        emit_json(answer)
+    else:
+        member_id, group_id = answer.get("member_id", args.member_id), answer.get("group_id", args.group)
+        print(f"kicked member {member_id} from group {group_id}")
+    return 0
+
+
+def cmd_fence(args: argparse.Namespace) -> int:
+    answer = client(args).fence(args.group, args.instance_id)
+    if args.json:
+        emit_json(answer)
+    else:
+        print(
+            f"fenced instance {answer.get('group_instance_id', args.instance_id)} of group "
+            f"{answer.get('group_id', args.group)}: member {text(answer.get('member_id'))} "
+            f"replaced by {text(answer.get('new_member_id'))}"
+        )
+    return 0
+
+
+def cmd_rebalance(args: argparse.Namespace) -> int:
+    answer = client(args).rebalance(args.group)
+    if args.json:
+        emit_json(answer)
+    else:
+        print(f"group {answer.get('group_id', args.group)}: {answer.get('state')}, "
+              f"generation {answer.get('generation_id')}, {plural(answer.get('members'), 'member')}")
+    return 0
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    try:
+        group = client(args).wait(
+            args.group,
+            state=args.state,
+            members=args.members,
+            min_generation=args.min_generation,
+            timeout_ms=args.timeout_ms,
+        )
+    except ControlError as error:
+        if error.status == 408 and args.json and error.payload.get("group") is not None:
+            emit_json(error.payload["group"])  # how the group was when the wait gave up
+        raise
+    if args.json:
+        emit_json(group)
+    else:
+        print(f"group {group['group_id']}: {group['state']}, generation {group['generation_id']}, "
+              f"{plural(len(group.get('members') or []), 'member')}")
+    return 0
+
+
+# -- fault rules --------------------------------------------------------------------------------------------
+
+
+def fault_fields(args: argparse.Namespace) -> JSON:
+    fields: JSON = {
+        "api": args.api,
+        "group_id": args.group_id,
+        "member_id": args.member_id,
+        "group_instance_id": args.group_instance_id,
+        "client_id": args.client_id,
+        "count": args.count,
+        "probability": args.probability,
+        "seed": args.seed,
+        "duration_ms": args.duration_ms,
+    }
+    if args.error is not None:
+        error = args.error.strip()
+        fields |= {"action": "error", "error": int(error) if error.lstrip("-").isdigit() else error}
+    elif args.delay_ms is not None:
+        fields |= {"action": "delay", "delay_ms": args.delay_ms}
+    elif args.close:
+        fields["action"] = "close"
+    else:
+        fields["action"] = "swallow_heartbeats"
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def cmd_fault_add(args: argparse.Namespace) -> int:
+    rule = client(args).add_fault(**fault_fields(args))
+    if args.json:
+        emit_json(rule)
+    else:
+        print(f"added fault rule {rule.get('id')}: {rule_action(rule)} when {rule_match(rule)}")
+    return 0
+
+
+def cmd_fault_list(args: argparse.Namespace) -> int:
+    rules = client(args).faults()
+    if args.json:
+        emit_json(rules)
+        return 0
+    if not rules:
+        print("no fault rules")
+        return 0
+    rows = [
+        [str(r.get("id")), "yes" if r.get("active") else "no", str(r.get("hits", 0)), rule_action(r), rule_match(r),
+         rule_limits(r)]
+        for r in rules
+    ]
+    print(table(["ID", "ACTIVE", "HITS", "ACTION", "MATCH", "LIMITS"], rows))
+    return 0
+
+
+def cmd_fault_delete(args: argparse.Namespace) -> int:
+    client(args).delete_fault(args.rule_id)
+    if args.json:
+        emit_json({"deleted": args.rule_id})
+    else:
+        print(f"deleted fault rule {args.rule_id}")
+    return 0
+
+
+def cmd_fault_clear(args: argparse.Namespace) -> int:
+    deleted = client(args).clear_faults()
+    if args.json:
+        emit_json({"deleted": deleted})
+    else:
+        print(f"deleted {plural(deleted, 'fault rule')}")
+    return 0
+
+
+_MATCH_FIELDS = (("api", "api"), ("group_id", "group"), ("member_id", "member"), ("group_instance_id", "instance"),
+                 ("client_id", "client_id"))
+
+
+def rule_match(rule: Mapping[str, Any]) -> str:
+    parts = [f"{label}={rule[key]}" for key, label in _MATCH_FIELDS if rule.get(key) is not None]
+    return " ".join(parts) or "any request"
+
+
+def rule_action(rule: Mapping[str, Any]) -> str:
+    action = rule.get("action")
+    if action == "error":
+        return f"error {rule.get('error')}"
+    if action == "delay":
+        return f"delay {rule.get('delay_ms')}ms"
+    return str(action).replace("_", " ")
+
+
+def rule_limits(rule: Mapping[str, Any]) -> str:
+    parts = []
+    if rule.get("count") is not None:
+        parts.append(f"count={rule['count']}")
+    if rule.get("probability") is not None:
+        parts.append(f"probability={rule['probability']}")
+    if rule.get("seed") is not None:
+        parts.append(f"seed={rule['seed']}")
+    if rule.get("duration_ms") is not None:
+        parts.append(f"duration={duration(rule['duration_ms'])}")
+    return " ".join(parts) or "-"
+
+
+# -- watch and chaos run ------------------------------------------------------------------------------------
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        raise ControlError(0, "watch needs the 'rich' package: pip install rich") from None
+    from broker.cli import watch
+
+    return watch.run(args)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    result = args._runner(args)
+    return int(result or 0)
+
+
+def cmd_run_unavailable(args: argparse.Namespace) -> int:
+    print(f"group-broker: chaos run is unavailable: {args._unavailable}", file=sys.stderr)
+    return 1
+
+
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "groups": cmd_groups,
+    "describe": cmd_describe,
+    "watch": cmd_watch,
+    "kick": cmd_kick,
+    "fence": cmd_fence,
+    "rebalance": cmd_rebalance,
+    "wait": cmd_wait,
+    "fault_add": cmd_fault_add,
+    "fault_list": cmd_fault_list,
+    "fault_delete": cmd_fault_delete,
+    "fault_clear": cmd_fault_clear,
+    "run": cmd_run,
+    "run_unavailable": cmd_run_unavailable,
+}
+
+
+# -- formatting ---------------------------------------------------------------------------------------------
+
+
+def text(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def plural(count: object, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def protocol_text(protocol_type: object, protocol: object) -> str:
+    if protocol_type is None and protocol is None:
+        return "-"
+    return f"{text(protocol_type)}/{text(protocol)}"
+
+
+def duration(ms: object) -> str:
+    """``450ms``, ``12.3s``, ``4m05s``, ``2h03m``."""
+    if not isinstance(ms, int | float) or isinstance(ms, bool):
+        return "-"
+    if ms < 1000:
+        return f"{int(ms)}ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}".removesuffix(".0") + "s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Columns padded to their widest cell, two spaces apart; the last column is not padded."""
+    lines = [list(headers), *([str(cell) for cell in row] for row in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
+    out = []
+    for line in lines:
+        cells = [cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=False)] + line[-1:]
+        out.append("  ".join(cells).rstrip())
+    return "\n".join(out)

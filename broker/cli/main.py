@@ -1,0 +1,226 @@
+"""``group-broker``: the command line.
+
+``serve`` runs the broker; every other command is a client of a running broker's HTTP control API
+(``commands.py``, ``watch.py`` beside this module). The parser is built lazily where it pays: ``serve``'s flags (which
+pull in asyncio) and the ``chaos run`` runner's flags are only added when that command is the one being run, so
+the client commands start fast and a missing or broken runner never breaks them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.config import settings
+
+ADMIN_URL_ENV = "GROUP_BROKER_ADMIN_URL"
+DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments)
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown and getattr(args, "_handler", None) != "run_unavailable":  # that one says why it cannot run instead
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "serve":
+        from broker.config import settings
+
+        try:
+            config = settings.resolve(args)
+        except settings.SettingsError as error:
+            parser.exit(2, f"group-broker serve: error: {error}\n")
+        return serve_forever(config)
+    if args.command == "health":
+        from broker.cli import health
+
+        return health.check(args)
+    if args.command in ("analyze", "generate-events"):
+        status = args._run(args)  # analyze returns its exit status; generate-events what it wrote
+        return status if isinstance(status, int) else 0
+    from broker.cli import commands
+
+    return commands.execute(args)
+
+
+def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The whole command line; ``arguments`` says which lazily built sub-commands need their real flags."""
+    from broker import __version__
+
+    parser = argparse.ArgumentParser(prog="group-broker", description="A Kafka consumer-group broker for tests.")
+    parser.add_argument("--version", action="version", version=f"group-broker {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve", help="run the broker")
+    if arguments[:1] == ["serve"]:
+        from broker.config import settings
+
+        settings.add_arguments(serve)
+    health = commands.add_parser(
+        "health",
+        help="exit 0 if the broker answers: an ApiVersions round trip, and /readyz when the control API is on",
+        description="Ask a running broker whether it is up (a container HEALTHCHECK). Without flags it finds the "
+        "broker from the same GROUP_BROKER_* variables and TOML file `serve` reads.",
+    )
+    if arguments[:1] == ["health"]:
+        from broker.cli import health as health_check
+
+        health_check.add_arguments(health)
+
+    _add_lazily(
+        commands, arguments, "analyze", "broker.analytics.cli",
+        "analyse event logs on Spark: rebalances, members, ownership, summary, report (docs/analytics.md)",
+    )
+    _add_lazily(
+        commands, arguments, "generate-events", "broker.analytics.generate",
+        "write a realistic synthetic event log of any size (for the analytics job and its benchmark)",
+    )
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--admin",
+        metavar="URL",
+        default=os.environ.get(ADMIN_URL_ENV) or DEFAULT_ADMIN_URL,
+        help=f"the broker's control API [env {ADMIN_URL_ENV}; default {DEFAULT_ADMIN_URL}]",
+    )
+    common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
+
+    def command(group: argparse._SubParsersAction[argparse.ArgumentParser], name: str, handler: str, help_text: str,
+                **options: object) -> argparse.ArgumentParser:
+        sub = group.add_parser(name, help=help_text, description=help_text, parents=[common], **options)  # type: ignore[arg-type]
+        sub.set_defaults(_handler=handler)
+        return sub
+
+    command(commands, "groups", "groups", "list the broker's groups")
+    describe = command(commands, "describe", "describe", "one group: its members, assignments and latest events")
+    describe.add_argument("group", metavar="GROUP")
+    watch = command(
+        commands, "watch", "watch",
+        "a live view of the groups (or of one), refreshed 4 times a second; "
+        "with --json, follow the events as JSON lines",
+    )
+    watch.add_argument("group", metavar="GROUP", nargs="?", help="only this group")
+    watch.add_argument("--once", action="store_true", help="render one frame (one JSON snapshot with --json) and exit")
+
+    chaos = commands.add_parser("chaos", help="disturb groups on purpose: kick, fence, rebalance, fault rules")
+    verbs = chaos.add_subparsers(dest="verb", required=True, metavar="VERB")
+    kick = command(verbs, "kick", "kick", "remove a member at once, as if its session expired (the group rebalances)")
+    kick.add_argument("group", metavar="GROUP")
+    kick.add_argument("member_id", metavar="MEMBER_ID")
+    fence = command(verbs, "fence", "fence", "fence a static member, as if another process took its instance id")
+    fence.add_argument("group", metavar="GROUP")
+    fence.add_argument("instance_id", metavar="INSTANCE_ID")
+    rebalance = command(verbs, "rebalance", "rebalance", "start a rebalance of a group")
+    rebalance.add_argument("group", metavar="GROUP")
+
+    fault = verbs.add_parser("fault", help="fault rules: errors, delays, closed connections, swallowed heartbeats")
+    fault_verbs = fault.add_subparsers(dest="fault_verb", required=True, metavar="VERB")
+    add = command(fault_verbs, "add", "fault_add", "add a fault rule (its match fields are AND-ed)")
+    match = add.add_argument_group("match (all optional)")
+    match.add_argument("--api", help="Kafka API name: JoinGroup, SyncGroup, Heartbeat, OffsetCommit, Fetch, ...")
+    match.add_argument("--group", dest="group_id", metavar="GROUP")
+    match.add_argument("--member", dest="member_id", metavar="MEMBER_ID")
+    match.add_argument("--instance", dest="group_instance_id", metavar="INSTANCE_ID")
+    match.add_argument("--client-id", metavar="CLIENT_ID")
+    actions = add.add_argument_group("action (exactly one)").add_mutually_exclusive_group(required=True)
+    actions.add_argument("--error", metavar="NAME_OR_CODE", help="answer with this Kafka error (name or code)")
+    actions.add_argument("--delay-ms", type=int, metavar="N", help="delay the answer by N ms")
+    actions.add_argument("--close", action="store_true", help="close the connection instead of answering")
+    actions.add_argument("--swallow-heartbeats", action="store_true", help="never answer the matched heartbeats")
+    limits = add.add_argument_group("limits")
+    limits.add_argument("--count", type=int, metavar="N", help="fire at most N times")
+    limits.add_argument("--probability", type=float, metavar="P", help="fire with probability P in (0, 1]")
+    limits.add_argument("--seed", type=int, metavar="S", help="random seed for --probability")
+    limits.add_argument("--duration-ms", type=int, metavar="D", help="the rule lapses after D ms")
+    command(fault_verbs, "list", "fault_list", "list the fault rules")
+    delete = command(fault_verbs, "delete", "fault_delete", "delete one fault rule")
+    delete.add_argument("rule_id", metavar="ID")
+    command(fault_verbs, "clear", "fault_clear", "delete every fault rule")
+
+    wait = command(verbs, "wait", "wait", "wait until a group is in a given shape (exit 1 on timeout)")
+    wait.add_argument("group", metavar="GROUP")
+    wait.add_argument("--state", metavar="STATE", help="Empty, PreparingRebalance, CompletingRebalance, Stable, Dead")
+    wait.add_argument("--members", type=int, metavar="N", help="exactly N members")
+    wait.add_argument("--min-generation", type=int, metavar="G", help="generation G or later")
+    wait.add_argument("--timeout-ms", type=int, default=30000, metavar="T", help="give up after T ms (default 30000)")
+
+    _add_chaos_run(verbs, common, load=list(arguments[:2]) == ["chaos", "run"])
+    return parser
+
+
+def _add_lazily(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], arguments: Sequence[str], name: str, module: str,
+    help_text: str,
+) -> None:
+    """A command whose module (and its flags) is imported only when it is the one being run."""
+    sub = commands.add_parser(name, help=help_text, description=help_text)
+    if arguments[:1] == [name]:
+        handler = importlib.import_module(module)
+        handler.add_arguments(sub)
+        sub.set_defaults(_run=handler.run)
+
+
+def _add_chaos_run(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser, load: bool
+) -> None:
+    """``chaos run`` lives in broker/chaos/runner.py, imported only to run it: if it is missing or broken, only
+    ``chaos run`` says so."""
+    help_text = "run a chaos scenario (broker/chaos/runner.py)"
+    # "resolve": the runner may define --admin/--json itself; its definitions win.
+    run = verbs.add_parser("run", help=help_text, parents=[common], conflict_handler="resolve", add_help=not load)
+    if not load:
+        return
+    try:
+        runner = importlib.import_module("broker.chaos.runner")
+        run.add_argument("-h", "--help", action="help", help="show this help message and exit")
+        runner.add_arguments(run)
+    except Exception as error:  # a broken runner: report it when run, keep every other command working
+        reason = f"{type(error).__name__}: {error}" if not isinstance(error, ImportError) else str(error)
+        run.description = f"{help_text} -- unavailable: {reason}"
+        run.add_argument("-h", "--help", action="help", help="show this help message and exit")
+        run.set_defaults(_handler="run_unavailable", _unavailable=reason)
+        return
+    run.set_defaults(_handler="run", _runner=runner.run)
+
+
+def serve_forever(config: settings.Settings) -> int:
+    import asyncio
+
+    from broker.config import logs
+
+    logs.configure(config.log_level, config.log_format)
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency; this keeps odd platforms working
+        return asyncio.run(_serve(config))
+    return uvloop.run(_serve(config))
+
+
+async def _serve(config: settings.Settings) -> int:
+    import asyncio
+
+    from broker.server.broker import BrokerServer
+
+    server = BrokerServer(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await server.start()
+    except OSError as error:
+        where = "" if "control API" in str(error) else f"cannot listen on {config.host}:{config.port}: "
+        print(f"group-broker: {where}{error}", file=sys.stderr)
+        return 1
+    await stop.wait()
+    await server.stop()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""``group-broker watch``: a live view of the groups, polling the control API about 4 times a second.
+
+The view survives the broker going away: it says "broker unreachable" and keeps polling, and starts afresh (the
+event sequence numbers restart with a new broker run) when the broker is back. ``--once`` renders one frame and
+exits: 0, or 1 when the broker cannot be reached or the group does not exist. With ``--json`` the command follows
+the event stream (Server-Sent Events) and prints each event as one JSON line; ``--json --once`` prints one
+snapshot of the groups and their latest events instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from broker.cli import commands
+from broker.control.client import ControlClient, ControlError
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+JSON = dict[str, Any]
+
+REFRESH_S = 0.25
+EVENTS_SHOWN = 10
+EVENTS_KEPT = 50  # per group, for the merged "latest events" of the all-groups view
+RECONNECT_S = 1.0
+
+
+def run(args: argparse.Namespace) -> int:
+    api = ControlClient(args.admin, timeout=3.0)
+    if args.json:
+        return snapshot_json(api, args.group) if args.once else follow_json(api, args.group)
+    console = make_console()
+    poller = Poller(api, args.group)
+    if args.once:
+        frame = poller.poll()
+        console.print(render(frame, api.base_url, live=False))
+        if frame.problem is not None:
+            print(f"group-broker: {frame.problem}", file=sys.stderr)
+            return 1
+        return 0
+    from rich.live import Live
+
+    try:
+        with Live(render(poller.poll(), api.base_url), console=console, auto_refresh=False) as live:
+            while True:
+                started = time.monotonic()
+                live.update(render(poller.poll(), api.base_url), refresh=True)
+                time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
+    except KeyboardInterrupt:
+        return 0
+
+
+def make_console() -> Console:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=200)  # a pipe or a file: don't fold ids at 80 columns
+    return console
+
+
+# -- polling ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Frame:
+    groups: list[JSON] = field(default_factory=list)
+    events: list[JSON] = field(default_factory=list)  # the latest, oldest first
+    unreachable: str | None = None
+    missing: str | None = None  # the one group watched does not exist
+    at: float = field(default_factory=time.time)
+
+    @property
+    def problem(self) -> str | None:
+        return self.unreachable or self.missing
+
+
+class Poller:
+    """Reads the groups' details and, incrementally (``since_seq``), their events."""
+
+    def __init__(self, api: ControlClient, group_id: str | None) -> None:
+        self.api = api
+        self.group_id = group_id
+        self._events: dict[str, list[JSON]] = {}
+
+    def poll(self) -> Frame:
+        try:
+            return self._poll()
+        except ControlError as error:
+            self._events.clear()  # a broker coming back is a new run: its sequence numbers start again
+            reason = error.message if error.status == 0 else f"the control API answered {error.status}: {error.message}"
+            return Frame(unreachable=f"broker unreachable: {reason}")
+
+    def _poll(self) -> Frame:
+        if self.group_id is not None:
+            details = [self._detail(self.group_id)]
+        else:
+            details = [self._detail(g["group_id"]) for g in self.api.groups()]
+        groups = [d for d in details if d is not None]
+        if self.group_id is not None and not groups:
+            self._events.clear()
+            return Frame(missing=f"group {self.group_id} does not exist (yet)")
+        for stale in set(self._events) - {g["group_id"] for g in groups}:
+            del self._events[stale]
+        events: list[JSON] = []
+        for group in groups:
+            events.extend(self._new_events(group["group_id"]))
+        events.sort(key=lambda e: e.get("seq", 0))
+        return Frame(groups=groups, events=events[-EVENTS_SHOWN:])
+
+    def _detail(self, group_id: str) -> JSON | None:
+        try:
+            return self.api.group(group_id)
+        except ControlError as error:
+            if error.status == 404:
+                return None  # gone between the listing and now
+            raise
+
+    def _new_events(self, group_id: str) -> list[JSON]:
+        known = self._events.get(group_id)
+        try:
+            if not known:
+                fresh = self.api.events(group_id)
+            else:
+                fresh = self.api.events(group_id, since_seq=known[-1].get("seq", 0))
+        except ControlError as error:
+            if error.status == 404:
+                return []
+            raise
+        if known and fresh and fresh[0].get("run_id") != known[-1].get("run_id"):
+            known = []  # a restarted broker: forget the old run's events
+            fresh = self.api.events(group_id)
+        kept = [*(known or []), *fresh][-EVENTS_KEPT:]
+        self._events[group_id] = kept
+        return kept
+
+
+# -- rendering ----------------------------------------------------------------------------------------------
+
+STATE_STYLES = {
+    "Stable": "bold green",
+    "PreparingRebalance": "bold yellow",
+    "CompletingRebalance": "bold yellow",
+    "Empty": "dim",
+    "Dead": "bold red",
+}
+
+
+def render(frame: Frame, url: str, live: bool = True) -> RenderableType:
+    from rich.console import Group
+    from rich.text import Text
+
+    stamp = time.strftime("%H:%M:%S", time.localtime(frame.at))
+    header = Text.assemble(("group-broker watch", "bold"), f"  {url}  {stamp}")
+    if frame.unreachable is not None:
+        header.append(f"\n{frame.unreachable}{' (retrying)' if live else ''}", style="bold red")
+        return header
+    if frame.missing is not None:
+        header.append(f"\n{frame.missing}", style="yellow")
+        return header
+    header.append(f"  {commands.plural(len(frame.groups), 'group')}")
+    parts: list[RenderableType] = [header]
+    if not frame.groups:
+        parts.append(Text("no groups", style="dim"))
+    parts.extend(group_table(group) for group in frame.groups)
+    parts.append(events_table(frame.events, with_group=len(frame.groups) > 1))
+    return Group(*parts)
+
+
+def _cells(values: Iterable[str]) -> list[Any]:
+    from rich.text import Text
+
+    return [Text(value) for value in values]  # Text, not str: ids may hold rich markup like "[b]"
+
+
+def group_table(group: JSON) -> RenderableType:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    state = str(group["state"])
+    members: list[JSON] = group.get("members") or []
+    title = Text.assemble(
+        (str(group["group_id"]), "bold cyan"),
+        "  ",
+        (state, STATE_STYLES.get(state, "")),
+        f"  generation {group['generation_id']}",
+        f"  {commands.protocol_text(group.get('protocol_type'), group.get('protocol'))}",
+        f"  {commands.plural(len(members), 'member')}",
+        f"  for {commands.duration(group.get('state_age_ms'))}",
+    )
+    if group.get("pending_members"):
+        title.append(f"  {len(group['pending_members'])} pending", style="yellow")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, expand=False, pad_edge=False)
+    for name in ("", "MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "HEARTBEAT", "ASSIGNMENT"):
+        table.add_column(name, overflow="fold")
+    for member in members:
+        row = commands.member_row(member)
+        leader = "L" if member.get("is_leader") else ""
+        table.add_row(*_cells([leader, row[0], row[1], row[2], row[3], row[5], row[6]]))
+    return table
+
+
+def events_table(events: list[JSON], with_group: bool) -> RenderableType:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text("latest events", style="bold"), title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    columns = ["SEQ", "TIME", *(["GROUP"] if with_group else []), "EVENT", "DETAILS"]
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    for event in events:
+        seq, at, name, details = commands.event_row(event)
+        table.add_row(*_cells([seq, at, *([str(event.get("group_id", ""))] if with_group else []), name, details]))
+    return table
+
+
+# -- JSON -----------------------------------------------------------------------------------------------------
+
+
+def snapshot_json(api: ControlClient, group_id: str | None) -> int:
+    frame = Poller(api, group_id).poll()
+    if frame.problem is not None:
+        raise ControlError(0 if frame.unreachable else 404, frame.problem)
+    print(json.dumps({"groups": frame.groups, "events": frame.events}, indent=2))
+    return 0
+
+
+def follow_json(api: ControlClient, group_id: str | None) -> int:
+    """Every event as one JSON line, as it happens; reconnects when the broker goes away and comes back."""
+    outage = False
+    try:
+        while True:
+            try:
+                stream = api.stream_events(group_id)  # connected once this returns
+                if outage:
+                    print("group-broker: reconnected", file=sys.stderr)
+                    outage = False
+                for event in stream:
+                    sys.stdout.write(json.dumps(event) + "\n")
+                    sys.stdout.flush()
+            except ControlError as error:
+                if error.status != 0:
+                    raise
+                if not outage:
+                    print(f"group-broker: broker unreachable: {error.message} (retrying)", file=sys.stderr)
+                    outage = True
+            time.sleep(RECONNECT_S)
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,460 @@
+"""Broker settings: one typed object filled from defaults, an optional TOML file, the environment and flags.
+
+Later sources win: default < TOML file (``--config``) < ``GROUP_BROKER_*`` environment variable < flag. Each
+setting is declared once, in ``OPTIONS``: its flag and environment variable derive from its name, a TOML file
+may use that name or Kafka's dotted name, and the README's settings table is generated from the same list
+(``markdown_table``), so the three cannot drift apart.
+
+A dataclass rather than pydantic-settings: this module is on the start-up path (bar: well under a second, today
+about 0.3 s), and pydantic's import alone would cost a large share of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import re
+import tomllib
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.coordinator.config import INT32_MAX, GroupConfig
+from broker.storage.topics import LogDefaults, parse_topic_spec
+
+ENV_PREFIX = "GROUP_BROKER_"
+CONFIG_ENV = ENV_PREFIX + "CONFIG"
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used, with where it came from."""
+
+
+def random_cluster_id() -> str:
+    """A cluster id in Kafka's format: a random UUID as 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One entry of Kafka's ``listeners`` or ``advertised.listeners``: ``NAME://host:port``."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_ENDPOINT = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ipv6>[^\]]*)\]|(?P<host>[^:/\[\]]*)):(?P<port>\d+)$")
+
+
+def parse_endpoints(text: str) -> tuple[Endpoint, ...]:
+    """Kafka's listener list: comma-separated ``NAME://host:port``; an empty host means every interface."""
+    endpoints = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        match = _ENDPOINT.match(item)
+        if match is None:
+            raise ValueError(f"{item!r} is not NAME://HOST:PORT")
+        port = int(match["port"])
+        if port > 65535:
+            raise ValueError(f"{item!r}: port {port} is out of range")
+        host = match["ipv6"] if match["ipv6"] is not None else match["host"]
+        endpoints.append(Endpoint(match["name"], host, port))
+    names = [e.name for e in endpoints]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"listener name {duplicates[0]} appears twice")
+    return tuple(endpoints)
+
+
+def _is_wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::")
+
+
+def reachable_host(bound: str) -> str:
+    """Where a client on this machine reaches a listener bound to ``bound``: loopback for a wildcard."""
+    return "127.0.0.1" if bound in ("", "0.0.0.0") else "::1" if bound == "::" else bound
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port``, an IPv6 address in brackets (for bootstrap strings and URLs)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    host: str = "0.0.0.0"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    listeners: tuple[Endpoint, ...] = ()
+    advertised_listeners: tuple[Endpoint, ...] = ()
+    node_id: int = 1
+    cluster_id: str = field(default_factory=random_cluster_id)
+    group: GroupConfig = field(default_factory=GroupConfig)
+    socket_request_max_bytes: int = 104_857_600
+    topics: tuple[tuple[str, int], ...] = ()
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    log: LogDefaults = field(default_factory=LogDefaults)
+    log_retention_check_interval_ms: int = 300_000
+    storage_max_bytes: int = 1_073_741_824
+    log_level: str = "info"
+    log_format: str = "auto"
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 9644
+    event_log: str | None = None
+    event_log_max_bytes: int = 100 * 1024 * 1024
+    event_log_backups: int = 5
+    event_buffer_size: int = 1000
+    event_buffer_total: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.listeners:
+            ports = [e.port for e in self.listeners if e.port]
+            if len(ports) != len(set(ports)):
+                raise ValueError("listeners: each listener needs its own port")
+        known = {e.name for e in self.bind_endpoints()}
+        for endpoint in self.advertised_listeners:
+            if endpoint.name not in known:
+                raise ValueError(
+                    f"advertised.listeners: {endpoint.name} is not a listener (listeners: {', '.join(sorted(known))})"
+                )
+
+    def bind_endpoints(self) -> tuple[Endpoint, ...]:
+        """Where to listen: ``listeners``, or one PLAINTEXT listener on ``host``:``port``."""
+        return self.listeners or (Endpoint("PLAINTEXT", self.host, self.port),)
+
+    def advertised_for(self, listener: Endpoint, bound_port: int) -> tuple[str, int]:
+        """What Metadata and FindCoordinator return to a client connected to ``listener``: its entry of
+        ``advertised.listeners``, else ``--advertised-host``/``--advertised-port``, else the listener's own
+        address (``localhost`` for a wildcard host) and the port it bound."""
+        for endpoint in self.advertised_listeners:
+            if endpoint.name == listener.name:
+                return endpoint.host or self._default_host(listener), endpoint.port or bound_port
+        return self.advertised_host or self._default_host(listener), self.advertised_port or bound_port
+
+    @staticmethod
+    def _default_host(listener: Endpoint) -> str:
+        return "localhost" if _is_wildcard(listener.host) else listener.host
+
+
+# --- the declared options --------------------------------------------------------------------------------------
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _topics(text: str) -> tuple[tuple[str, int], ...]:
+    return tuple(parse_topic_spec(spec) for spec in text.replace(",", " ").split())
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting. ``name`` is the TOML key; the flag is ``--name-with-dashes``, the variable GROUP_BROKER_NAME."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+    kafka: str | None = None  # Kafka's name for the same setting, also accepted as a TOML key
+    kafka_default: str | None = None  # as Kafka documents it; None: the same as ours
+    choices: tuple[str, ...] = ()
+    shown_default: str | None = None  # when the default is computed
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    def from_text(self, text: str) -> Any:
+        value = self.parse(text)
+        if self.choices and value not in self.choices:
+            raise ValueError(f"expected one of {', '.join(self.choices)}, got {text!r}")
+        return value
+
+    def from_toml(self, value: Any) -> Any:
+        """A TOML value: native types as they are (no silent conversions), strings as the flag would take them."""
+        if self.parse is _topics and isinstance(value, list | dict):
+            specs = value if isinstance(value, list) else [f"{name}:{count}" for name, count in value.items()]
+            return _topics(" ".join(str(spec) for spec in specs))
+        if self.parse is parse_endpoints and isinstance(value, list):
+            return parse_endpoints(",".join(str(item) for item in value))
+        expected: type = {int: int, _bool: bool}.get(self.parse, str)
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise ValueError(f"expected a TOML {expected.__name__}, got {type(value).__name__} {value!r}")
+        return self.from_text(value) if isinstance(value, str) else value
+
+    def default_text(self) -> str:
+        if self.shown_default is not None:
+            return self.shown_default
+        if self.default is None or self.default == ():
+            return "none"
+        if isinstance(self.default, bool):
+            return str(self.default).lower()
+        return str(self.default)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("config", str, None, "read settings from this TOML file (our names or Kafka's dotted names)"),
+    Option("host", str, "0.0.0.0", "address to listen on (when --listeners is not set)"),
+    Option("port", int, 9092, "port to listen on (0 picks a free one; when --listeners is not set)"),
+    Option(
+        "listeners", parse_endpoints, (), "NAME://HOST:PORT,...: one listener each, overrides --host/--port",
+        kafka="listeners", kafka_default="PLAINTEXT://:9092", shown_default="PLAINTEXT://HOST:PORT",
+    ),
+    Option(
+        "advertised_listeners", parse_endpoints, (),
+        "NAME://HOST:PORT,...: what Metadata and FindCoordinator return to clients of each listener",
+        kafka="advertised.listeners", kafka_default="listeners", shown_default="the listeners",
+    ),
+    Option(
+        "advertised_host", str, None, "host to advertise for listeners without an advertised.listeners entry",
+        shown_default="listen host, or localhost",
+    ),
+    Option("advertised_port", int, None, "port to advertise likewise", shown_default="the bound port"),
+    Option("node_id", int, 1, "this broker's node id", kafka="node.id", kafka_default="-1 (must be set)"),
+    Option(
+        "cluster_id", str, None, "cluster id reported in Metadata (Kafka's comes from `kafka-storage.sh format`)",
+        shown_default="random, Kafka's format",
+    ),
+    Option(
+        "group_min_session_timeout_ms", int, 6000, "lowest session timeout a member may ask for",
+        kafka="group.min.session.timeout.ms",
+    ),
+    Option(
+        "group_max_session_timeout_ms", int, 1_800_000, "highest session timeout a member may ask for",
+        kafka="group.max.session.timeout.ms",
+    ),
+    Option(
+        "group_initial_rebalance_delay_ms", int, 3000,
+        "how long the first rebalance of an empty group waits for more members (0 for tests)",
+        kafka="group.initial.rebalance.delay.ms",
+    ),
+    Option("group_max_size", int, INT32_MAX, "most members a group may have", kafka="group.max.size"),
+    Option(
+        "offsets_retention_minutes", int, 10080, "how long an empty group's committed offsets are kept",
+        kafka="offsets.retention.minutes",
+    ),
+    Option(
+        "offsets_retention_check_interval_ms", int, 600_000, "how often expired offsets are removed",
+        kafka="offsets.retention.check.interval.ms",
+    ),
+    Option(
+        "offset_metadata_max_bytes", int, 4096, "largest metadata string of a committed offset",
+        kafka="offset.metadata.max.bytes",
+    ),
+    Option(
+        "socket_request_max_bytes", int, 104_857_600, "largest request; a larger one closes the connection",
+        kafka="socket.request.max.bytes",
+    ),
+    Option("topic", _topics, (), "NAME:PARTITIONS to create at start (flag repeatable; variable comma-separated)"),
+    Option(
+        "auto_create_topics_enable", _bool, True, "create unknown topics on Metadata and Produce",
+        kafka="auto.create.topics.enable",
+    ),
+    Option("num_partitions", int, 1, "partitions of an auto-created topic", kafka="num.partitions"),
+    Option(
+        "log_retention_ms", int, 604_800_000, "topic default for retention.ms (-1: no limit)",
+        kafka="log.retention.ms", kafka_default="604800000 (log.retention.hours=168)",
+    ),
+    Option(
+        "log_retention_bytes", int, -1, "topic default for retention.bytes, per partition (-1: no limit)",
+        kafka="log.retention.bytes",
+    ),
+    Option(
+        "log_retention_check_interval_ms", int, 300_000, "how often retention runs",
+        kafka="log.retention.check.interval.ms",
+    ),
+    Option(
+        "message_max_bytes", int, 1_048_588, "topic default for max.message.bytes (largest record batch)",
+        kafka="message.max.bytes",
+    ),
+    Option("storage_max_bytes", int, 1_073_741_824, "cap on bytes stored in all partition logs (-1: none)"),
+    Option("log_level", str, "info", "broker log level", choices=("debug", "info", "warning", "error")),
+    Option(
+        "log_format", str, "auto", "console, json, or auto (console on a terminal, JSON lines otherwise)",
+        choices=("auto", "console", "json"),
+    ),
+    Option("admin_host", str, "127.0.0.1", "address of the HTTP control API (0.0.0.0 exposes it: it can kick members)"),
+    Option("admin_port", int, 9644, "port of the HTTP control API (0 picks a free one, -1 turns it off)"),
+    Option("event_log", str, None, "append group events to this JSON-lines file (schema: docs/events.md)"),
+    Option("event_log_max_bytes", int, 100 * 1024 * 1024, "rotate the event log when it reaches this size"),
+    Option("event_log_backups", int, 5, "rotated event logs to keep (PATH.1 is the newest)"),
+    Option("event_buffer_size", int, 1000, "events kept in memory per group for the control API"),
+    Option("event_buffer_total", int, 10_000, "events kept in memory for all groups together (oldest go first)"),
+)
+
+_BY_KEY: dict[str, Option] = {key: o for o in OPTIONS for key in (o.name, o.kafka) if key is not None}
+
+
+def env_name(flag: str) -> str:
+    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every option as a flag. Defaults are left out of the namespace (SUPPRESS) so ``resolve`` can tell a flag
+    that was given from one that was not, and let the environment and the TOML file fill the rest."""
+    for option in OPTIONS:
+        extra: dict[str, Any] = {"action": "append", "metavar": "NAME:PARTITIONS"} if option.name == "topic" else {}
+        if option.choices:
+            extra["choices"] = option.choices
+        parser.add_argument(
+            option.flag,
+            dest=option.name,
+            type=_argparse_type(option),
+            default=argparse.SUPPRESS,
+            help=f"{option.help} [env {option.env}; default {option.default_text()}]",
+            **extra,
+        )
+
+
+def _argparse_type(option: Option) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return option.parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    convert.__name__ = getattr(option.parse, "__name__", "value")
+    return convert
+
+
+def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
+    """Flags given, then the environment, then the TOML file, then the defaults."""
+    env = os.environ if environ is None else environ
+    given = vars(args)
+    config_path = given.get("config") or env.get(CONFIG_ENV)
+    from_file = load_toml(config_path) if config_path else {}
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        if option.name in given:
+            value = given[option.name]
+            values[option.name] = tuple(p for spec in value for p in spec) if option.name == "topic" else value
+        elif option.env in env:
+            try:
+                values[option.name] = option.from_text(env[option.env])
+            except ValueError as error:
+                raise SettingsError(f"{option.env}={env[option.env]!r}: {error}") from None
+        elif option.name in from_file:
+            values[option.name] = from_file[option.name]
+        else:
+            values[option.name] = option.default
+    return build(values)
+
+
+def load_toml(path: str) -> dict[str, Any]:
+    """A TOML file's settings by option name. Keys are our names or Kafka's; Kafka's dotted names may be quoted
+    (``"group.max.size" = 5``) or written bare, which TOML reads as nested tables and we flatten back."""
+    try:
+        with open(path, "rb") as file:
+            document = tomllib.load(file)
+    except OSError as error:
+        raise SettingsError(f"config file {path}: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(f"config file {path}: not valid TOML: {error}") from None
+    values: dict[str, Any] = {}
+    for key, value in _flatten(document):
+        option = _BY_KEY.get(key)
+        if option is None or option.name == "config":
+            raise SettingsError(f"config file {path}: unknown setting {key!r}{_suggestion(key)}")
+        if option.name in values:
+            raise SettingsError(f"config file {path}: {key!r} sets {option.name} a second time")
+        try:
+            values[option.name] = option.from_toml(value)
+        except ValueError as error:
+            raise SettingsError(f"config file {path}: {key}: {error}") from None
+    return values
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and name not in _BY_KEY:
+            yield from _flatten(value, name + ".")
+        else:
+            yield name, value
+
+
+def _suggestion(key: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key.replace(".", "_").replace("-", "_"), [o.name for o in OPTIONS], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def build(values: Mapping[str, Any]) -> Settings:
+    """Settings from option values (every option present); cross-field checks become SettingsError."""
+    try:
+        return Settings(
+            host=values["host"],
+            port=values["port"],
+            advertised_host=values["advertised_host"],
+            advertised_port=values["advertised_port"],
+            listeners=values["listeners"],
+            advertised_listeners=values["advertised_listeners"],
+            node_id=values["node_id"],
+            cluster_id=values["cluster_id"] or random_cluster_id(),
+            group=GroupConfig(
+                min_session_timeout_ms=values["group_min_session_timeout_ms"],
+                max_session_timeout_ms=values["group_max_session_timeout_ms"],
+                initial_rebalance_delay_ms=values["group_initial_rebalance_delay_ms"],
+                max_size=values["group_max_size"],
+                offsets_retention_minutes=values["offsets_retention_minutes"],
+                offsets_retention_check_interval_ms=values["offsets_retention_check_interval_ms"],
+                offset_metadata_max_bytes=values["offset_metadata_max_bytes"],
+            ),
+            socket_request_max_bytes=values["socket_request_max_bytes"],
+            topics=values["topic"],
+            auto_create_topics=values["auto_create_topics_enable"],
+            num_partitions=values["num_partitions"],
+            log=LogDefaults(
+                retention_ms=values["log_retention_ms"],
+                retention_bytes=values["log_retention_bytes"],
+                max_message_bytes=values["message_max_bytes"],
+            ),
+            log_retention_check_interval_ms=values["log_retention_check_interval_ms"],
+            storage_max_bytes=values["storage_max_bytes"],
+            log_level=values["log_level"],
+            log_format=values["log_format"],
+            admin_host=values["admin_host"],
+            admin_port=values["admin_port"],
+            event_log=values["event_log"],
+            event_log_max_bytes=values["event_log_max_bytes"],
+            event_log_backups=values["event_log_backups"],
+            event_buffer_size=values["event_buffer_size"],
+            event_buffer_total=values["event_buffer_total"],
+        )
+    except ValueError as error:
+        raise SettingsError(str(error)) from None
+
+
+def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return resolve(parser.parse_args(argv), environ)
+
+
+def markdown_table() -> str:
+    """The README's settings table (the variable and TOML key derive from the flag, as the README says)."""
+    rows = ["| flag | default | Kafka's name = Kafka's default | meaning |", "|---|---|---|---|"]
+    for option in OPTIONS:
+        kafka = "-" if option.kafka is None else f"`{option.kafka}` = {option.kafka_default or option.default_text()}"
+        rows.append(f"| `{option.flag}` | {option.default_text()} | {kafka} | {option.help} |")
+    return "\n".join(rows)

@@ -1,0 +1,421 @@
+"""The HTTP control API: watch groups, wait for states, and cause trouble on purpose.
+
+aiohttp on the broker's own event loop, so every handler sees the coordinator between two of its messages,
+never in the middle of one. JSON in and out; every error is ``{"error": "..."}`` with a 4xx status.
+The contract is ``docs/control-api.yaml`` (OpenAPI 3.1), which the tests check the server against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from broker.control.metrics import BrokerMetrics
+from broker.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment
+from broker.coordinator.coordinator import Conflict, UnknownTarget
+from broker.coordinator.group import ClassicGroup, GroupState, Member
+from broker.events.hub import Record
+from broker.server.faults import FaultSpecError
+
+if TYPE_CHECKING:
+    from broker.server.broker import BrokerServer
+
+log = structlog.get_logger("control")
+
+KEEP_ALIVE_S = 15.0
+MAX_WAIT_MS = 600_000
+SSE_QUEUE_LIMIT = 10_000
+# A deleted group is forgotten at once, so Dead is never observable: waiting for it would always time out.
+_STATES = {state.value.lower(): state for state in GroupState if state is not GroupState.DEAD}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.json_response(body, status=status, dumps=lambda value: json.dumps(value, default=str))
+
+
+def _error(status: int, message: str, **extra: Any) -> web.Response:
+    return _json({"error": message, **extra}, status)
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as failure:
+        if failure.status < 400:
+            raise
+        if failure.status == 404:
+            return _error(404, f"no such endpoint: {request.method} {request.path}")
+        if failure.status == 405:
+            answer = _error(405, f"{request.method} is not allowed on {request.path}")
+            if "Allow" in failure.headers:
+                answer.headers["Allow"] = failure.headers["Allow"]
+            return answer
+        if failure.status == 413:
+            return _error(413, f"the request body is larger than the {request.app._client_max_size} bytes allowed")
+        return _error(failure.status, failure.reason)
+
+
+def _int_param(request: web.Request, name: str, default: int | None, low: int, high: int) -> int | None:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _BadRequest(f"{name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise _BadRequest(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _assignment(member: Member, group: ClassicGroup) -> dict[str, list[int]] | None:
+    if group.protocol_type != "consumer":
+        return None
+    try:
+        decoded = decode_assignment(member.assignment)
+    except ConsumerProtocolError:
+        return None
+    merged: dict[str, set[int]] = {}
+    for topic, partitions in decoded.partitions:
+        merged.setdefault(topic, set()).update(partitions)
+    return {topic: sorted(partitions) for topic, partitions in sorted(merged.items())}
+
+
+def group_summary(group: ClassicGroup) -> dict[str, Any]:
+    return {
+        "group_id": group.group_id,
+        "state": group.state.value,
+        "protocol_type": group.protocol_type,
+        "protocol": group.protocol_name,
+        "generation_id": group.generation_id,
+        "leader": group.leader_id,
+        "members": len(group.members),
+    }
+
+
+def group_detail(group: ClassicGroup, now_ms: int) -> dict[str, Any]:
+    detail = group_summary(group)
+    detail["members"] = [
+        {
+            "member_id": member.member_id,
+            "group_instance_id": member.group_instance_id,
+            "client_id": member.client_id,
+            "client_host": member.client_host,
+            "session_timeout_ms": member.session_timeout_ms,
+            "rebalance_timeout_ms": member.rebalance_timeout_ms,
+            "last_heartbeat_age_ms": max(now_ms - member.last_heartbeat_ms, 0),
+            "awaiting_join": member.join_pending is not None,
+            "awaiting_sync": member.sync_pending is not None,
+            "protocols": [name for name, _ in member.protocols],
+            "assignment": _assignment(member, group),
+            "assignment_bytes": len(member.assignment),
+            "is_leader": group.leader_id == member.member_id,
+        }
+        for member in group.members.values()
+    ]
+    detail["pending_members"] = sorted(group.pending_join_members)
+    detail["state_age_ms"] = max(now_ms - group.state_timestamp_ms, 0)
+    detail["subscribed_topics"] = sorted(group.subscribed_topics) if group.subscribed_topics is not None else None
+    return detail
+
+
+class ControlApi:
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        self.metrics = BrokerMetrics(server)
+        self.host = ""
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+        self._streams: set[asyncio.Queue[Record | None]] = set()
+        app = web.Application(middlewares=[_json_errors])
+        app.add_routes(
+            [
+                web.get("/healthz", self.healthz),
+                web.get("/readyz", self.readyz),
+                web.get("/metrics", self.prometheus),
+                web.get("/v1/groups", self.list_groups),
+                web.get("/v1/groups/{group}", self.describe_group),
+                web.get("/v1/groups/{group}/events", self.group_events),
+                web.get("/v1/groups/{group}/wait", self.wait),
+                web.post("/v1/groups/{group}/members/{member}/kick", self.kick),
+                web.post("/v1/groups/{group}/instances/{instance}/fence", self.fence),
+                web.post("/v1/groups/{group}/rebalance", self.rebalance),
+                web.get("/v1/events", self.stream_events),
+                web.get("/v1/faults", self.list_faults),
+                web.post("/v1/faults", self.add_fault),
+                web.delete("/v1/faults", self.clear_faults),
+                web.delete("/v1/faults/{rule}", self.delete_fault),
+            ]
+        )
+        self.app = app
+
+    async def start(self, host: str, port: int) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as error:
+            await self._runner.cleanup()
+            raise OSError(error.errno, f"control API cannot listen on {host}:{port}: {error.strerror}") from error
+        server = site._server
+        sockets = getattr(server, "sockets", None) or ()
+        self.host, self.port = (sockets[0].getsockname()[:2]) if sockets else (host, port)
+        log.info("control api listening", host=self.host, port=self.port, url=f"http://{self.host}:{self.port}")
+
+    async def stop(self) -> None:
+        for queue in list(self._streams):
+            queue.put_nowait(None)  # ends the stream's handler
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _group(self, request: web.Request) -> ClassicGroup | None:
+        group = self.server.coordinator.groups.get(request.match_info["group"])
+        return None if group is None or group.is_in(GroupState.DEAD) else group
+
+    def _now(self) -> int:
+        return self.server.clock.now_ms()
+
+    # -- health and metrics -------------------------------------------------------------
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return _json({"status": "ok"})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        if self.server.ready and self.server.coordinator.active:
+            return _json({"status": "ready"})
+        return _json({"status": "stopping" if self.server.port else "starting"}, 503)
+
+    async def prometheus(self, request: web.Request) -> web.Response:
+        response = web.Response(body=self.metrics.exposition())
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    # -- groups ---------------------------------------------------------------------------
+
+    async def list_groups(self, request: web.Request) -> web.Response:
+        groups = sorted(self.server.coordinator.groups.values(), key=lambda g: g.group_id)
+        return _json({"groups": [group_summary(g) for g in groups if not g.is_in(GroupState.DEAD)]})
+
+    async def describe_group(self, request: web.Request) -> web.Response:
+        group = self._group(request)
+        if group is None:
+            return _error(404, f"no group {request.match_info['group']!r}")
+        return _json(group_detail(group, self._now()))
+
+    async def group_events(self, request: web.Request) -> web.Response:
+        group_id = request.match_info["group"]
+        try:
+            limit = _int_param(request, "limit", None, 0, 1_000_000)
+            since = _int_param(request, "since_seq", 0, 0, 2**62) or 0
+        except _BadRequest as bad:
+            return _error(400, str(bad))
+        history = self.server.events.history(group_id, since, limit)
+        if history is None:
+            if group_id in self.server.coordinator.groups:
+                return _json({"events": []})  # its buffered events have all made way for newer ones
+            return _error(404, f"no events for group {group_id!r}: the broker has none buffered and no such group")
+        return _json({"events": list(history)})
+
+    async def wait(self, request: web.Request) -> web.Response:
+        group_id = request.match_info["group"]
+        wanted_state = request.query.get("state")
+        state: GroupState | None = None
+        if wanted_state:
+            state = _STATES.get(wanted_state.lower())
+            if state is None:
+                names = [s.value for s in GroupState if s is not GroupState.DEAD]
+                return _error(400, f"state must be one of {names}, got {wanted_state!r}")
+        try:
+            members = _int_param(request, "members", None, 0, 2**31 - 1)
+            min_generation = _int_param(request, "min_generation", None, 0, 2**31 - 1)
+            timeout_ms = _int_param(request, "timeout_ms", 30_000, 0, MAX_WAIT_MS)
+        except _BadRequest as bad:
+            return _error(400, str(bad))
+        unknown = sorted(set(request.query) - {"state", "members", "min_generation", "timeout_ms"})
+        if unknown:
+            return _error(400, f"unknown query parameter(s) {unknown}")
+
+        coordinator = self.server.coordinator
+
+        def holds() -> ClassicGroup | None:
+            group = coordinator.groups.get(group_id)
+            if group is None:
+                return None
+            if state is not None and group.state is not state:
+                return None
+            if members is not None and len(group.members) != members:
+                return None
+            if min_generation is not None and group.generation_id < min_generation:
+                return None
+            return group
+
+        found = holds()
+        if found is not None:
+            return _json(group_detail(found, self._now()))
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[ClassicGroup] = loop.create_future()
+
+        def check() -> None:
+            group = holds()
+            if group is not None and not done.done():
+                done.set_result(group)
+
+        def on_event(record: Record) -> None:
+            # Look after the coordinator's message has run to its end: mid-way, a group may look Stable
+            # with the new member already counted and its rebalance not yet started.
+            if record["group_id"] == group_id and not done.done():
+                loop.call_soon(check)
+
+        unsubscribe = self.server.events.subscribe(on_event)
+        try:
+            group = await asyncio.wait_for(done, (timeout_ms or 0) / 1000)
+        except TimeoutError:
+            current = coordinator.groups.get(group_id)
+            return _error(
+                408,
+                f"timed out after {timeout_ms} ms waiting for group {group_id!r}",
+                group=group_detail(current, self._now()) if current is not None else None,
+            )
+        finally:
+            unsubscribe()
+        return _json(group_detail(group, self._now()))
+
+    # -- chaos verbs --------------------------------------------------------------------
+
+    async def kick(self, request: web.Request) -> web.Response:
+        group_id, member_id = request.match_info["group"], request.match_info["member"]
+        try:
+            self.server.coordinator.kick(group_id, member_id)
+        except UnknownTarget as missing:
+            return _error(404, str(missing))
+        return _json({"group_id": group_id, "member_id": member_id, "kicked": True})
+
+    async def fence(self, request: web.Request) -> web.Response:
+        group_id, instance_id = request.match_info["group"], request.match_info["instance"]
+        try:
+            old_id, new_id = self.server.coordinator.fence(group_id, instance_id)
+        except UnknownTarget as missing:
+            return _error(404, str(missing))
+        return _json(
+            {"group_id": group_id, "group_instance_id": instance_id, "member_id": old_id, "new_member_id": new_id}
+        )
+
+    async def rebalance(self, request: web.Request) -> web.Response:
+        try:
+            self.server.coordinator.force_rebalance(request.match_info["group"])
+        except UnknownTarget as missing:
+            return _error(404, str(missing))
+        except Conflict as conflict:
+            return _error(409, str(conflict))
+        group = self._group(request)
+        assert group is not None
+        return _json(group_summary(group))
+
+    # -- fault rules ----------------------------------------------------------------------
+
+    async def list_faults(self, request: web.Request) -> web.Response:
+        now = self._now()
+        return _json({"faults": [rule.to_json(now) for rule in self.server.faults.rules.values()]})
+
+    async def add_fault(self, request: web.Request) -> web.Response:
+        try:
+            spec = json.loads(await request.read() or b"null")
+        except (json.JSONDecodeError, UnicodeDecodeError) as bad:
+            return _error(400, f"the body is not valid JSON: {bad}")
+        if not isinstance(spec, dict):
+            return _error(400, "the body must be a JSON object describing one fault rule")
+        try:
+            rule = self.server.faults.add(spec)
+        except FaultSpecError as bad:
+            return _error(400, str(bad))
+        log.info("fault rule added", **rule.to_json(self._now()))
+        return _json(rule.to_json(self._now()), 201)
+
+    async def delete_fault(self, request: web.Request) -> web.Response:
+        rule_id = request.match_info["rule"]
+        if not self.server.faults.delete(rule_id):
+            return _error(404, f"no fault rule {rule_id!r}")
+        log.info("fault rule deleted", id=rule_id)
+        return web.Response(status=204)
+
+    async def clear_faults(self, request: web.Request) -> web.Response:
+        deleted = self.server.faults.clear()
+        log.info("fault rules cleared", deleted=deleted)
+        return _json({"deleted": deleted})
+
+    # -- the event stream -------------------------------------------------------------------
+
+    async def stream_events(self, request: web.Request) -> web.StreamResponse:
+        group_id = request.query.get("group") or None
+        try:
+            since = _int_param(request, "since_seq", None, 0, 2**62)
+        except _BadRequest as bad:
+            return _error(400, str(bad))
+        last_event_id = request.headers.get("Last-Event-ID")
+        if since is None and last_event_id and last_event_id.isdigit():
+            since = int(last_event_id)
+        queue: asyncio.Queue[Record | None] = asyncio.Queue()
+        dropped = 0
+
+        def on_event(record: Record) -> None:
+            nonlocal dropped
+            if group_id is not None and record["group_id"] != group_id:
+                return
+            if queue.qsize() >= SSE_QUEUE_LIMIT:
+                dropped += 1  # a reader this far behind loses events rather than the broker its memory
+                return
+            queue.put_nowait(record)
+
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        hub = self.server.events
+        # Replay first, then subscribe, with nothing in between: the loop runs neither the coordinator nor
+        # any other handler until the next await, so no event falls between the two.
+        backlog: list[Record] = []
+        if since is not None:
+            groups = [group_id] if group_id is not None else list(hub.rings)
+            for name in groups:
+                backlog.extend(hub.history(name, since) or ())
+            backlog.sort(key=lambda r: r["seq"])
+        for buffered in backlog:
+            queue.put_nowait(buffered)
+        unsubscribe = hub.subscribe(on_event)
+        self._streams.add(queue)
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), KEEP_ALIVE_S)
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")
+                    continue
+                if item is None:
+                    break
+                record = item
+                if dropped:
+                    await response.write(f": {dropped} events dropped: this reader fell behind\n\n".encode())
+                    dropped = 0
+                data = json.dumps(record, separators=(",", ":"), default=str)
+                await response.write(f"id: {record['seq']}\nevent: {record['event']}\ndata: {data}\n\n".encode())
+        except ConnectionResetError:
+            pass
+        finally:
+            unsubscribe()
+            self._streams.discard(queue)
+        return response

@@ -1,0 +1,64 @@
+"""The event format's names: its version, the events, the fields every record has (docs/events.md).
+
+One place for them, imported by whoever emits (the coordinator), reads (the analytics job, the chaos runner, the
+test tooling) or counts (the control API's metrics). Nothing heavy here: the Spark schema that reads a log is
+built from these names in ``broker/analytics/schema.py``.
+"""
+
+from __future__ import annotations
+
+#: The format version written in every record's ``v``. Add events and fields freely within a version; renaming or
+#: removing one raises it.
+FORMAT_VERSION = 1
+
+GROUP_CREATED = "group_created"
+MEMBER_JOINED = "member_joined"
+MEMBER_REJOINED = "member_rejoined"
+MEMBER_LEFT = "member_left"
+MEMBER_EXPIRED = "member_expired"
+MEMBER_FENCED = "member_fenced"
+REBALANCE_STARTED = "rebalance_started"
+JOIN_COMPLETED = "join_completed"
+SYNC_COMPLETED = "sync_completed"
+REFEREE_VIOLATION = "referee_violation"
+STATE_CHANGED = "state_changed"
+GROUP_EMPTIED = "group_emptied"
+GROUP_DELETED = "group_deleted"
+OFFSETS_EXPIRED = "offsets_expired"
+OFFSETS_COMMITTED = "offsets_committed"
+
+#: Every event of this format version. A reader counts others as unknown and skips them: a broker may add events
+#: within a version.
+EVENTS = frozenset(
+    {
+        GROUP_CREATED,
+        MEMBER_JOINED,
+        MEMBER_REJOINED,
+        MEMBER_LEFT,
+        MEMBER_EXPIRED,
+        MEMBER_FENCED,
+        REBALANCE_STARTED,
+        JOIN_COMPLETED,
+        SYNC_COMPLETED,
+        REFEREE_VIOLATION,
+        STATE_CHANGED,
+        GROUP_EMPTIED,
+        GROUP_DELETED,
+        OFFSETS_EXPIRED,
+        OFFSETS_COMMITTED,
+    }
+)
+
+#: Fields every record has (docs/events.md, "Every record").
+COMMON = ("v", "seq", "ts_ms", "run_id", "event", "group_id")
+
+#: Fields without which an event cannot be placed in a rebalance window.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    MEMBER_JOINED: ("member_id",),
+    MEMBER_LEFT: ("member_id",),
+    MEMBER_EXPIRED: ("member_id",),
+    MEMBER_FENCED: ("member_id", "new_member_id"),
+    JOIN_COMPLETED: ("generation_id", "state"),
+    SYNC_COMPLETED: ("generation_id",),
+    STATE_CHANGED: ("to",),
+}

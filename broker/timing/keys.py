@@ -1,0 +1,39 @@
+"""Every keyed timer in the broker, in one place.
+
+A ``Purgatory`` holds at most one deadline per key: scheduling a key again replaces its deadline, cancelling it
+removes it. So a key says which timers exclude each other, as the keys of Kafka's ``DelayedOperationPurgatory``
+and the new coordinator's ``CoordinatorTimer`` do. Keys are plain tuples (hashable, cheap, readable in a debugger);
+their first element names the kind, so two kinds can never collide.
+"""
+
+from __future__ import annotations
+
+HeartbeatKey = tuple[str, str, str]
+GroupKey = tuple[str, str]
+
+
+def heartbeat_key(group_id: str, member_id: str) -> HeartbeatKey:
+    """A member's session (or a KIP-394 pending member's wait for its second JoinGroup): Kafka's heartbeat key."""
+    return ("heartbeat", group_id, member_id)
+
+
+def join_key(group_id: str) -> GroupKey:
+    """A group's join phase: the initial rebalance delay, then the rebalance timeout (DelayedJoin)."""
+    return ("join", group_id)
+
+
+def sync_key(group_id: str) -> GroupKey:
+    """A group's sync phase: how long the members wait for the leader's SyncGroup (the pending-sync timeout)."""
+    return ("sync", group_id)
+
+
+#: The periodic sweep of expired committed offsets (offsets.retention.check.interval.ms).
+OFFSETS_EXPIRATION = ("offsets-expiration",)
+
+#: The periodic sweep of partition logs past their retention (log.retention.check.interval.ms).
+LOG_RETENTION = ("log-retention",)
+
+
+def delayed_fetch_key(fetch_number: int) -> tuple[str, int]:
+    """A parked Fetch's max_wait_ms (DelayedFetch); fetches are numbered as they park."""
+    return ("delayed-fetch", fetch_number)

@@ -1,0 +1,133 @@
+"""Keyed deadlines: the coordinator's scheduler interface.
+
+Every piece of delayed work (heartbeat expiry, join and sync deadlines, the
+offset expiration sweep) is a deadline under a key. Scheduling a key again
+replaces its deadline, cancelling removes it. Nothing here touches an event
+loop: ``run_due`` fires what is due by the injected clock, and a driver (the
+event loop in production, ``ManualClock.advance`` in tests) calls it.
+
+A key keeps one ``Deadline`` object for as long as it is armed, and re-arming
+is lazy so that the hot path stays O(1): moving a deadline *later* (every
+Heartbeat does this) is one attribute store; when the old heap slot comes up,
+the deadline is pushed again at its new time. Moving it earlier pushes one more
+heap slot for the same object; the slot whose time no longer matches is skipped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Hashable
+
+from broker.timing.clock import Clock
+
+Action = Callable[[], None]
+
+
+class Deadline:
+    """A key's armed deadline; ``schedule`` returns it so a hot caller can move it without a keyed lookup."""
+
+    __slots__ = ("action", "armed_at", "deadline", "key", "live")
+
+    def __init__(self, key: Hashable, deadline: int, action: Action) -> None:
+        self.key = key
+        self.deadline = deadline
+        self.action = action
+        self.armed_at = deadline  # the time of its newest heap slot
+        self.live = True  # False once fired or cancelled
+
+
+class Purgatory:
+    def __init__(self, clock: Clock, wakeup: Callable[[int], None] | None = None) -> None:
+        self._clock = clock
+        self._wakeup = wakeup
+        self._entries: dict[Hashable, Deadline] = {}
+        self._heap: list[tuple[int, int, Deadline]] = []
+        self._seq = itertools.count()
+
+    def set_wakeup(self, wakeup: Callable[[int], None]) -> None:
+        """Called with a deadline whenever it becomes the earliest one armed."""
+        self._wakeup = wakeup
+
+    def schedule(self, key: Hashable, delay_ms: int, action: Action) -> Deadline:
+        deadline = self._clock.now_ms() + (delay_ms if delay_ms > 0 else 0)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = Deadline(key, deadline, action)
+            self._push(entry)
+        else:
+            entry.action = action
+            self._move(entry, deadline)
+        return entry
+
+    def postpone(self, armed: Deadline, delay_ms: int) -> bool:
+        """Move a still-armed deadline to ``delay_ms`` from now, keeping its action.
+
+        The heartbeat path: no keyed lookup and no new object. False when the deadline has fired or
+        been cancelled; the caller then schedules by key.
+        """
+        if not armed.live:
+            return False
+        self._move(armed, self._clock.now_ms() + (delay_ms if delay_ms > 0 else 0))
+        return True
+
+    def _move(self, entry: Deadline, deadline: int) -> None:
+        entry.deadline = deadline
+        if deadline < entry.armed_at:
+            entry.armed_at = deadline
+            self._push(entry)
+
+    def cancel(self, key: Hashable) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            entry.live = False
+
+    def deadline(self, key: Hashable) -> int | None:
+        entry = self._entries.get(key)
+        return None if entry is None else entry.deadline
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def next_deadline(self) -> int | None:
+        """The earliest armed heap slot (possibly one re-armed later; firing it early is harmless)."""
+        heap = self._heap
+        while heap and _stale(heap[0]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def run_due(self) -> int:
+        """Fire every action whose deadline has passed, earliest first."""
+        now = self._clock.now_ms()
+        heap = self._heap
+        fired = 0
+        while heap and heap[0][0] <= now:
+            slot = heapq.heappop(heap)
+            if _stale(slot):
+                continue
+            entry = slot[2]
+            if entry.deadline > now:
+                entry.armed_at = entry.deadline
+                self._push(entry)
+                continue
+            del self._entries[entry.key]
+            entry.live = False
+            entry.action()
+            fired += 1
+        return fired
+
+    def _push(self, entry: Deadline) -> None:
+        heap = self._heap
+        earliest = heap[0][0] if heap else None
+        heapq.heappush(heap, (entry.armed_at, next(self._seq), entry))
+        if self._wakeup is not None and (earliest is None or entry.armed_at < earliest):
+            self._wakeup(entry.armed_at)
+
+
+def _stale(slot: tuple[int, int, Deadline]) -> bool:
+    """A slot of a fired or cancelled deadline, or one superseded by an earlier re-arm."""
+    entry = slot[2]
+    return not entry.live or slot[0] != entry.armed_at
