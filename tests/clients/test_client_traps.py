@@ -1,4 +1,4 @@
-"""Client behaviours from shared/context/clients.md that the coordinator must absorb."""
+"""Client behaviours from docs/spec/client-traps.md (G1-G17) that the coordinator must absorb."""
 
 from __future__ import annotations
 

@@ -369,7 +369,7 @@ def test_plugin_imports_no_broker_code() -> None:
 
 
 def test_the_readme_example_runs_as_written(pytester: pytest.Pytester) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("### In a pytest suite", 1)[1]
     example = section.split("```python\n", 1)[1].split("```", 1)[0]
     pytester.makepyfile(test_readme="from kafka import KafkaConsumer\n\n\n" + example)

@@ -317,7 +317,7 @@ async def test_create_topics_defaults_to_num_partitions(version: int) -> None:
         assert result.error_code is E.none
         if version >= 5:
             assert (result.num_partitions, result.replication_factor) == (5, 1)
-        registered = broker.storage.topics.get("defaulted")
+        registered = broker.topics.get("defaulted")
         assert registered is not None and registered.partitions == 5
         assert len((await described(client, "defaulted")).partitions) == 5
     finally:
