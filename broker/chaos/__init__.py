@@ -5,7 +5,9 @@
 - ``broker.chaos.producer``: records with a known key sequence (``k-000000``, ``k-000001``, ...) at a fixed rate.
 - ``broker.chaos.runner``: starts consumers as OS processes, kills and restarts them on a seeded schedule, follows
   the broker's group events through its control API, and reports what was lost, duplicated, and how long the group
-  took to notice each disruption and to recover from it.
+  took to notice each disruption and to recover from it. Its parts: ``options`` (the flags), ``launch`` (the
+  processes), ``schedule`` (the kills), ``records`` (produced and consumed), ``measure`` (from the events),
+  ``display`` (the live line and the final report).
 
 The client libraries are not dependencies of the broker: each process imports only the one it was asked for.
 """
@@ -33,10 +35,6 @@ _LIBRARIES = {
 
 class MissingLibrary(Exception):
     """The chosen client library is not installed; the message is one line naming the pip package."""
-
-
-def pip_package(client: str) -> str:
-    return _LIBRARIES[client][1]
 
 
 def missing_library_message(client: str) -> str:

@@ -1,7 +1,8 @@
 """The client commands of ``group-broker``: each one calls the control API and prints what it answered.
 
-Plain aligned columns (like kubectl) for the one-shot commands: cheap to start, easy to grep, never truncated; the
-live ``watch`` view (broker/cli/watch.py) is the one that imports rich. ``--json`` prints the API's JSON instead.
+Plain aligned columns (like kubectl, drawn by ``format.py``) for the one-shot commands: cheap to start, easy to
+grep, never truncated; the live ``watch`` view (broker/cli/watch.py) is the one that imports rich. ``--json`` prints
+the API's JSON instead.
 
 Exit codes: 0 done, 1 the API answered an error or could not be reached (``group-broker: <message>`` on stderr),
 2 usage errors (from argparse, before anything here runs).
@@ -10,13 +11,13 @@ Exit codes: 0 done, 1 the API answered an error or could not be reached (``group
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from broker.cli.format import MEMBER_HEADERS, duration, event_row, member_row, plural, protocol_text, table, text
 from broker.control.client import ControlClient, ControlError
 
 JSON = dict[str, Any]
@@ -117,77 +118,6 @@ def describe_text(group: JSON, events: Sequence[JSON]) -> str:
     else:
         lines.append("Latest events: none")
     return "\n".join(lines)
-
-
-MEMBER_HEADERS = ["MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "SESSION TIMEOUT", "LAST HEARTBEAT", "ASSIGNMENT"]
-
-
-def member_row(member: JSON) -> list[str]:
-    member_id = str(member["member_id"])
-    flags = [flag for flag, on in (("awaiting join", member.get("awaiting_join")),
-                                   ("awaiting sync", member.get("awaiting_sync"))) if on]
-    return [
-        member_id,
-        text(member.get("group_instance_id")),
-        text(member.get("client_id")),
-        text(member.get("client_host")),
-        duration(member.get("session_timeout_ms")),
-        f"{duration(member.get('last_heartbeat_age_ms'))} ago",
-        assignment_text(member) + (f" ({', '.join(flags)})" if flags else ""),
-    ]
-
-
-def assignment_text(member: JSON) -> str:
-    """``topic[0,1,2] other[3]``; "-" for nothing assigned, "?" when the bytes are not the consumer protocol's."""
-    assignment = member.get("assignment")
-    if assignment is None:
-        size = member.get("assignment_bytes")
-        return f"? ({size} bytes)" if size else "-"
-    parts = [f"{topic}[{','.join(str(p) for p in sorted(ps))}]" for topic, ps in sorted(assignment.items())]
-    return " ".join(parts) or "-"
-
-
-# -- events -------------------------------------------------------------------------------------------------
-
-_EVENT_ENVELOPE = {"v", "seq", "ts_ms", "run_id", "event", "group_id"}
-_EVENT_FIRST = ("member_id", "new_member_id", "group_instance_id", "generation_id", "from", "to", "cause")
-
-
-def event_time(event: Mapping[str, Any]) -> str:
-    ts_ms = event.get("ts_ms")
-    if not isinstance(ts_ms, int | float):
-        return "-"
-    return datetime.datetime.fromtimestamp(ts_ms / 1000).strftime("%H:%M:%S.%f")[:-3]
-
-
-def event_details(event: Mapping[str, Any]) -> str:
-    """The event's own fields as ``key=value``, the telling ones first, the bulky ones summarized."""
-    fields = {k: v for k, v in event.items() if k not in _EVENT_ENVELOPE and v is not None}
-    ordered = [k for k in _EVENT_FIRST if k in fields] + [k for k in fields if k not in _EVENT_FIRST]
-    parts = []
-    for key in ordered:
-        value = fields[key]
-        if key in ("assignments", "assignment_bytes") and isinstance(value, dict):
-            continue  # per member: describe's member table shows who holds what
-        if key == "moved" and isinstance(value, list):
-            parts.append(f"moved={len(value)}")
-        elif key == "members" and isinstance(value, list):
-            parts.append(f"members={len(value)}")
-        elif isinstance(value, list):
-            parts.append(f"{key}={','.join(str(v) for v in value)}")
-        elif isinstance(value, str):
-            parts.append(f"{key}={value if value and not any(c.isspace() for c in value) else json.dumps(value)}")
-        elif isinstance(value, bool):
-            parts.append(f"{key}={'true' if value else 'false'}")
-        elif isinstance(value, int | float):
-            parts.append(f"{key}={value}")
-        else:
-            parts.append(f"{key}={json.dumps(value, separators=(',', ':'))}")
-    return " ".join(parts)
-
-
-def event_row(event: Mapping[str, Any]) -> list[str]:
-    return [str(event.get("seq", "-")), event_time(event), str(event.get("event", "?")), event_details(event)]
 
 
 # -- chaos verbs --------------------------------------------------------------------------------------------
@@ -357,7 +287,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         import rich  # noqa: F401
     except ImportError:
         raise ControlError(0, "watch needs the 'rich' package: pip install rich") from None
-    from broker.cli import watch
+    from broker.cli import watch  # here, not at the top: only watch pays for its imports
 
     return watch.run(args)
 
@@ -387,47 +317,3 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
     "run_unavailable": cmd_run_unavailable,
 }
-
-
-# -- formatting ---------------------------------------------------------------------------------------------
-
-
-def text(value: object) -> str:
-    return "-" if value is None or value == "" else str(value)
-
-
-def plural(count: object, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def protocol_text(protocol_type: object, protocol: object) -> str:
-    if protocol_type is None and protocol is None:
-        return "-"
-    return f"{text(protocol_type)}/{text(protocol)}"
-
-
-def duration(ms: object) -> str:
-    """``450ms``, ``12.3s``, ``4m05s``, ``2h03m``."""
-    if not isinstance(ms, int | float) or isinstance(ms, bool):
-        return "-"
-    if ms < 1000:
-        return f"{int(ms)}ms"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f}".removesuffix(".0") + "s"
-    minutes, seconds = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Columns padded to their widest cell, two spaces apart; the last column is not padded."""
-    lines = [list(headers), *([str(cell) for cell in row] for row in rows)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
-    out = []
-    for line in lines:
-        cells = [cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=False)] + line[-1:]
-        out.append("  ".join(cells).rstrip())
-    return "\n".join(out)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -19,8 +18,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from broker.config import settings
 
-ADMIN_URL_ENV = "GROUP_BROKER_ADMIN_URL"
-DEFAULT_ADMIN_URL = "http://127.0.0.1:9644"
+# The commands that talk to the control API: they (and only they) take --admin and --json.
+CONTROL_COMMANDS = ("groups", "describe", "watch", "chaos")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,13 +81,8 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
 
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--admin",
-        metavar="URL",
-        default=os.environ.get(ADMIN_URL_ENV) or DEFAULT_ADMIN_URL,
-        help=f"the broker's control API [env {ADMIN_URL_ENV}; default {DEFAULT_ADMIN_URL}]",
-    )
-    common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
+    if arguments[:1] and arguments[0] in CONTROL_COMMANDS:
+        _add_control_flags(common)
 
     def command(group: argparse._SubParsersAction[argparse.ArgumentParser], name: str, handler: str, help_text: str,
                 **options: object) -> argparse.ArgumentParser:
@@ -151,6 +145,21 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     _add_chaos_run(verbs, common, load=list(arguments[:2]) == ["chaos", "run"])
     return parser
+
+
+def _add_control_flags(common: argparse.ArgumentParser) -> None:
+    """``--admin`` and ``--json``, added only when a control API command runs: ``--admin``'s default comes from the
+    control API's client module, whose imports (urllib.request, http.client) ``--help`` and ``serve`` can do
+    without."""
+    from broker.control.client import DEFAULT_URL, URL_ENV, configured_url
+
+    common.add_argument(
+        "--admin",
+        metavar="URL",
+        default=configured_url(),
+        help=f"the broker's control API [env {URL_ENV}; default {DEFAULT_URL}]",
+    )
+    common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
 
 
 def _add_lazily(

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from broker.cli import commands
+from broker.cli.format import duration, event_row, member_row, plural, protocol_text
 from broker.control.client import ControlClient, ControlError
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def render(frame: Frame, url: str, live: bool = True) -> RenderableType:
     if frame.missing is not None:
         header.append(f"\n{frame.missing}", style="yellow")
         return header
-    header.append(f"  {commands.plural(len(frame.groups), 'group')}")
+    header.append(f"  {plural(len(frame.groups), 'group')}")
     parts: list[RenderableType] = [header]
     if not frame.groups:
         parts.append(Text("no groups", style="dim"))
@@ -192,9 +192,9 @@ def group_table(group: JSON) -> RenderableType:
         "  ",
         (state, STATE_STYLES.get(state, "")),
         f"  generation {group['generation_id']}",
-        f"  {commands.protocol_text(group.get('protocol_type'), group.get('protocol'))}",
-        f"  {commands.plural(len(members), 'member')}",
-        f"  for {commands.duration(group.get('state_age_ms'))}",
+        f"  {protocol_text(group.get('protocol_type'), group.get('protocol'))}",
+        f"  {plural(len(members), 'member')}",
+        f"  for {duration(group.get('state_age_ms'))}",
     )
     if group.get("pending_members"):
         title.append(f"  {len(group['pending_members'])} pending", style="yellow")
@@ -202,7 +202,7 @@ def group_table(group: JSON) -> RenderableType:
     for name in ("", "MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "HEARTBEAT", "ASSIGNMENT"):
         table.add_column(name, overflow="fold")
     for member in members:
-        row = commands.member_row(member)
+        row = member_row(member)
         leader = "L" if member.get("is_leader") else ""
         table.add_row(*_cells([leader, row[0], row[1], row[2], row[3], row[5], row[6]]))
     return table
@@ -219,7 +219,7 @@ def events_table(events: list[JSON], with_group: bool) -> RenderableType:
     for name in columns:
         table.add_column(name, overflow="fold")
     for event in events:
-        seq, at, name, details = commands.event_row(event)
+        seq, at, name, details = event_row(event)
         table.add_row(*_cells([seq, at, *([str(event.get("group_id", ""))] if with_group else []), name, details]))
     return table
 

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+#: The control API's address when nothing else names one: ``serve``'s default admin port on this machine.
 DEFAULT_URL = "http://127.0.0.1:9644"
+#: The environment variable naming the control API, read by the command line and the chaos runner.
+URL_ENV = "GROUP_BROKER_ADMIN_URL"
 
 JSON = dict[str, Any]
 
@@ -36,6 +40,11 @@ class ControlError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+def configured_url() -> str:
+    """The control API's address from the environment (``URL_ENV``), else ``DEFAULT_URL``."""
+    return os.environ.get(URL_ENV) or DEFAULT_URL
 
 
 def quote(segment: str) -> str:

@@ -1,4 +1,5 @@
-"""Test tooling: a broker inside the test process (``embedded``) and the pytest plugin (``pytest_plugin``).
+"""Test tooling: a broker inside the test process (``embedded``), assertions on a broker's groups through its
+control API (``control``), and the pytest plugin (``pytest_plugin``).
 
 The plugin module is loaded by pytest in every run wherever this package is installed, and importing it imports
 this package first, so nothing heavy may load here: the public names below are resolved on first use (PEP 562).
@@ -10,16 +11,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from broker.testing.embedded import (
-        AsyncControl,
-        BrokerControl,
-        EmbeddedBroker,
-        Fault,
-        RebalanceCheck,
-        WaitTimeout,
-        embedded_settings,
-        run_broker,
-    )
+    from broker.testing.control import AsyncControl, BrokerControl, Fault, RebalanceCheck, WaitTimeout
+    from broker.testing.embedded import EmbeddedBroker, embedded_settings, run_broker
+
+# public name -> the module that defines it
+_MODULES = {
+    "AsyncControl": "broker.testing.control",
+    "BrokerControl": "broker.testing.control",
+    "Fault": "broker.testing.control",
+    "RebalanceCheck": "broker.testing.control",
+    "WaitTimeout": "broker.testing.control",
+    "EmbeddedBroker": "broker.testing.embedded",
+    "embedded_settings": "broker.testing.embedded",
+    "run_broker": "broker.testing.embedded",
+}
 
 __all__ = [
     "AsyncControl",
@@ -34,6 +39,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("broker.testing.embedded"), name)
-    raise AttributeError(f"module 'broker.testing' has no attribute {name!r}")
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'broker.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,4 +1,4 @@
-"""``group-broker chaos run`` (broker/chaos/runner.py): the real thing, end to end, plus its small parts.
+"""``group-broker chaos run`` (broker/chaos/): the real thing, end to end, plus its small parts.
 
 The end-to-end test runs the runner as a user would, as its own process with its own broker (``--admin-port 0``):
 three confluent-kafka consumer processes, a kill every 4 s for 13 s (seed 4 gives SIGKILL, SIGTERM, SIGKILL), a
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from broker.chaos import runner
+from broker.chaos import measure, runner, schedule
 from tests.conftest import ROOT
 
 SESSION_MS = 2000
@@ -161,9 +161,9 @@ def test_measure_reads_detection_recovery_and_rebalances_from_events() -> None:
         event(10, 12300, "sync_completed", generation_id=5, unowned=0, assignments={"m1": {"t": [0]}, "m0b": {}}),
         event(11, 12600, "sync_completed", generation_id=6, unowned=0, assignments={"m0b": {"t": [1]}}),
     ]
-    kill = runner.Kill(1, slot=0, incarnation=0, pid=1, signal="SIGKILL", at=10.0, t=10.0, restarted_as="chaos-0-1")
-    later = runner.Kill(2, slot=1, incarnation=0, pid=2, signal="SIGTERM", at=12.2, t=12.2)
-    measured = runner.measure(kill, events, runner.member_clients(events), later)
+    kill = schedule.Kill(1, slot=0, incarnation=0, pid=1, signal="SIGKILL", at=10.0, t=10.0, restarted_as="chaos-0-1")
+    later = schedule.Kill(2, slot=1, incarnation=0, pid=2, signal="SIGTERM", at=12.2, t=12.2)
+    measured = measure.measure(kill, events, measure.member_clients(events), later)
     assert measured == {
         "member_ids": ["m0"],
         "detected": True,
@@ -177,5 +177,5 @@ def test_measure_reads_detection_recovery_and_rebalances_from_events() -> None:
         "rejoin_s": 2.6,
         "overlapped": True,
     }
-    never = runner.Kill(3, slot=1, incarnation=0, pid=2, signal="SIGKILL", at=20.0, t=20.0)
-    assert runner.measure(never, events, runner.member_clients(events), None)["detected"] is False
+    never = schedule.Kill(3, slot=1, incarnation=0, pid=2, signal="SIGKILL", at=20.0, t=20.0)
+    assert measure.measure(never, events, measure.member_clients(events), None)["detected"] is False

@@ -343,9 +343,9 @@ def test_faults_events_settings_and_wait_timeouts(pytester: pytest.Pytester) -> 
     result.assert_outcomes(passed=4, failed=2, errors=1)
     result.stdout.fnmatch_lines_random(
         [
-            "E * broker.testing.embedded.WaitTimeout: group 'nobody-home' did not reach state=Stable within 0.2 s: "
+            "E * broker.testing.control.WaitTimeout: group 'nobody-home' did not reach state=Stable within 0.2 s: "
             "the broker has no such group",
-            "E * broker.testing.embedded.WaitTimeout: group 'crowd-of-one' did not reach members=3 within 0.2 s: it is "
+            "E * broker.testing.control.WaitTimeout: group 'crowd-of-one' did not reach members=3 within 0.2 s: it is "
             "Stable, generation 1, 1 member(s) *aiokafka-*; latest events: *sync_completed*",
             "E * ValueError: unknown broker setting(s) *bogus_setting*; the settings are the fields of "
             "broker.config.settings.Settings: *topics*",
@@ -360,7 +360,8 @@ def test_plugin_imports_no_broker_code() -> None:
         import sys
         import broker.testing.pytest_plugin
         heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("aiohttp", "kio", "uvloop", "structlog")
-                       or m in ("broker.testing.embedded", "broker.server.broker", "broker.config.settings"))
+                       or m in ("broker.testing.embedded", "broker.testing.control", "broker.server.broker",
+                                "broker.config.settings"))
         print(heavy)
         """
     )

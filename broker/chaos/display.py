@@ -1,0 +1,146 @@
+"""What a chaos run shows: a live status line while it runs, the kill table and the verdict at the end.
+
+On a terminal the status line is rich's ``Live``, redrawn in place; in a pipe or a file (CI) it is a plain line
+every few seconds, and the messages lose their style tags.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import time
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from broker.events import names
+
+PLAIN_PROGRESS_EVERY_S = 5.0
+STYLE_TAG = re.compile(r"\[/?[a-z ]+\]")
+
+JSON = dict[str, Any]
+
+
+class Display:
+    """A live status line on a terminal (rich), plain lines otherwise."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.console: Console | None = None
+        self._live: Live | None = None
+        self._last_plain = -math.inf
+        if sys.stdout.isatty():
+            self.console = Console()
+            self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
+            self._live.start()
+
+    def elapsed(self) -> str:
+        return f"{time.monotonic() - self.started:6.1f}s"
+
+    def say(self, message: str) -> None:
+        """One line above the status line; ``message`` may carry rich style tags ([red]...[/red])."""
+        if self.console is not None:
+            self.console.print(f"[dim]{self.elapsed()}[/dim] {message}", highlight=False)
+        else:
+            print(f"[{self.elapsed()}] {STYLE_TAG.sub('', message)}", flush=True)
+
+    def progress(self, phase: str, kills: int, produced: int, consumed: int, summary: JSON | None) -> None:
+        if summary is not None:
+            members = summary.get("members")
+            count = len(members) if isinstance(members, list) else members
+            group = f"{summary.get('state')} gen {summary.get('generation_id')}, {count} members"
+        else:
+            group = "-"
+        line = f"{phase:<8} | kills {kills} | produced {produced} | consumed {consumed} | {group}"
+        if self._live is not None:
+            self._live.update(Text(f"{self.elapsed()} {line}", no_wrap=True, overflow="ellipsis"))
+        elif time.monotonic() - self._last_plain >= PLAIN_PROGRESS_EVERY_S:
+            self._last_plain = time.monotonic()
+            print(f"[{self.elapsed()}] {line}", flush=True)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+def fmt_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+KILL_COLUMNS = ("#", "at", "consumer", "signal", "detected by", "detect", "recover", "rebal", "rejoin")
+
+
+def kill_row(kill: JSON) -> tuple[str, ...]:
+    """One line of the kill table: times in seconds from the kill; "detected by" is the event's cause."""
+    return (
+        str(kill["number"]),
+        f"{kill['t_s']:.1f}",
+        kill["client_id"],
+        kill["signal"],
+        "-" if kill["detect_event"] is None else str(kill["detect_cause"] or kill["detect_event"]),
+        fmt_s(kill["detect_s"]),
+        fmt_s(kill["recover_s"]) + ("*" if kill["overlapped"] else ""),
+        "-" if kill["rebalances"] is None else str(kill["rebalances"]),
+        fmt_s(kill["rejoin_s"]),
+    )
+
+
+def summary_rows(summary: JSON) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for name, part in [("all", summary), *summary["by_signal"].items()]:
+        if part["kills"]:
+            rows.append((
+                name, str(part["kills"]), str(part["detected"]), str(part["recovered"]),
+                f"{fmt_s(part['detect_s']['mean'])} / {fmt_s(part['detect_s']['max'])}",
+                f"{fmt_s(part['recover_s']['mean'])} / {fmt_s(part['recover_s']['max'])}",
+            ))  # fmt: skip
+    return rows
+
+
+SUMMARY_COLUMNS = ("", "kills", "detected", "recovered", "detect mean/max", "recover mean/max")
+LEGEND = (
+    f"seconds; at: since the chaos started; detect: kill -> {names.MEMBER_EXPIRED}/{names.MEMBER_LEFT}; recover: "
+    "kill -> Stable with every partition owned; rebal: rebalances in between; rejoin: kill -> the restarted consumer "
+    "owns partitions"
+)
+
+
+def records_line(report: JSON) -> str:
+    records = report["records"]
+    return (
+        f"records: produced {records['produced']}, consumed {records['consumed']}, unique {records['unique']}, "
+        f"lost {records['lost']}, duplicated {records['duplicated']}"
+    )
+
+
+def print_report(report: JSON) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 100)
+    title = f"{len(report['kills'])} kills ({report['config']['client']}, seed {report['config']['seed']})"
+    table = Table(
+        title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False, caption=LEGEND, caption_justify="left"
+    )
+    for column in KILL_COLUMNS:
+        left = column in ("consumer", "signal", "detected by")
+        table.add_column(column, justify="left" if left else "right", no_wrap=True)
+    table.columns[KILL_COLUMNS.index("detected by")].min_width = len("session_timeout")
+    for kill in report["kills"]:
+        table.add_row(*kill_row(kill))
+    console.print(table)
+    totals = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in SUMMARY_COLUMNS:
+        totals.add_column(column, justify="right" if column else "left")
+    for row in summary_rows(report["summary"]):
+        totals.add_row(*row)
+    console.print(totals)
+    verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"
+    console.print(f"{records_line(report)}  {verdict}", highlight=False)
+    if any(kill["overlapped"] for kill in report["kills"]):
+        console.print("* the next kill came before this recovery", highlight=False)
+    for note in report["notes"]:
+        console.print(f"note: {note}", highlight=False, markup=False)

@@ -1,0 +1,215 @@
+"""The processes of a chaos run: the broker (unless a running one is used), the producer and the consumers.
+
+Every child is a ``python -m`` of this checkout, in its own session (``spawn``). The broker is started on free
+ports (``--port 0 --admin-port 0``); which ports it got is read from its JSON log lines, the only place it says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from broker.chaos.records import KEY_PREFIX, Produced
+
+START_TIMEOUT_S = 30.0  # for the broker to listen, and for the producer to be ready
+STOP_TIMEOUT_S = 20.0
+READY_POLL_S = 0.1
+# The log lines (``--log-format json``) with the Kafka listener's and the control API's addresses.
+LISTENING_LINES = ("broker listening", "control api listening")
+
+JSON = dict[str, Any]
+
+
+class ChaosError(Exception):
+    """The run cannot go on (the broker did not start, the group never became Stable, ...)."""
+
+
+def child_env() -> dict[str, str]:
+    """The children import ``broker.chaos``: put this checkout first on their path, unbuffer their output."""
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
+def spawn(argv: list[str], stdout: IO[bytes] | int, stderr: IO[bytes] | int) -> subprocess.Popen[bytes]:
+    """A child in its own session: a Ctrl-C on the terminal reaches only the runner, which stops every child
+    itself (consumers gracefully, in order) instead of having them all interrupted at once."""
+    return subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=child_env(), start_new_session=True
+    )
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float) -> int:
+    """SIGTERM, then SIGKILL after ``timeout``; the exit code."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
+def stop_all(processes: list[subprocess.Popen[bytes]], grace_s: float) -> None:
+    """SIGTERM every process still running, then SIGKILL those not gone ``grace_s`` seconds later."""
+    running = [p for p in processes if p.poll() is None]
+    for process in running:
+        process.terminate()
+    deadline = time.monotonic() + grace_s
+    for process in running:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def tail(path: Path, chars: int = 1500) -> str:
+    """The end of a process's log, for a note or an error."""
+    return path.read_text(errors="replace")[-chars:].strip() if path.exists() else ""
+
+
+# -- the broker ------------------------------------------------------------------------------------------------
+
+
+class Broker:
+    """The broker the run uses: started by the runner (``managed``), or a running one."""
+
+    def __init__(self, bootstrap: str, admin: str, process: subprocess.Popen[bytes] | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.admin = admin
+        self.process = process
+
+    @property
+    def managed(self) -> bool:
+        return self.process is not None
+
+    @classmethod
+    def start(cls, topic: str, partitions: int, log_path: Path) -> Broker:
+        """``python -m broker serve`` on free ports; its JSON log lines (stderr) go on to ``log_path``."""
+        argv = [
+            sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", "0", "--admin-port", "0",
+            "--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", "1000",
+            "--topic", f"{topic}:{partitions}", "--log-format", "json",
+        ]  # fmt: skip
+        process = spawn(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        found: dict[str, JSON] = {}
+        ready = threading.Event()
+
+        def follow() -> None:
+            assert process.stderr is not None
+            with log_path.open("wb") as log:
+                for raw in process.stderr:
+                    log.write(raw)
+                    log.flush()
+                    if ready.is_set():
+                        continue
+                    try:
+                        line = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if isinstance(line, dict) and line.get("event") in LISTENING_LINES:
+                        found[line["event"]] = line
+                        if len(found) == len(LISTENING_LINES):
+                            ready.set()
+            ready.set()  # the broker exited: stop waiting
+
+        threading.Thread(target=follow, name="broker-log", daemon=True).start()
+        if not ready.wait(START_TIMEOUT_S) or len(found) < len(LISTENING_LINES):
+            stop_process(process, STOP_TIMEOUT_S)
+            log_end = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
+            missing = sorted(set(LISTENING_LINES) - set(found))
+            raise ChaosError(f"the broker did not start (no {', '.join(missing)} log line); its log ends:\n{log_end}")
+        kafka, control = (found[name] for name in LISTENING_LINES)
+        return cls(f"127.0.0.1:{kafka['port']}", f"http://{control['host']}:{control['port']}", process)
+
+    def stop(self) -> int | None:
+        if self.process is None:
+            return None
+        return stop_process(self.process, STOP_TIMEOUT_S)
+
+
+# -- the clients -----------------------------------------------------------------------------------------------
+
+
+def client_id(slot: int, incarnation: int) -> str:
+    return f"chaos-{slot}-{incarnation}"
+
+
+@dataclass
+class Incarnation:
+    """One consumer process: slot ``slot``, its ``incarnation``-th start."""
+
+    slot: int
+    incarnation: int
+    process: subprocess.Popen[bytes]
+    out: Path
+    log: Path
+    started_at: float
+    signalled: str | None = None  # "SIGKILL" / "SIGTERM" sent by the schedule, or "stop" at the end
+    signalled_at: float | None = None
+    exited_at: float | None = None
+
+    @property
+    def client_id(self) -> str:
+        return client_id(self.slot, self.incarnation)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+def start_consumer(
+    args: argparse.Namespace, bootstrap: str, topic: str, group: str, workdir: Path, slot: int, incarnation: int
+) -> Incarnation:
+    """``python -m broker.chaos.consumer`` as ``chaos-<slot>-<incarnation>``: its records and its log in
+    ``workdir``, named after it."""
+    name = client_id(slot, incarnation)
+    out, log = workdir / f"{name}.records", workdir / f"{name}.log"
+    argv = [
+        sys.executable, "-m", "broker.chaos.consumer", "--client", args.client,
+        "--bootstrap", bootstrap, "--group", group, "--topic", topic,
+        "--client-id", name, "--out", str(out),
+        "--session-timeout-ms", str(args.session_timeout_ms),
+        "--heartbeat-interval-ms", str(args.heartbeat_interval_ms),
+    ]  # fmt: skip
+    if args.assignor is not None:
+        argv += ["--assignor", args.assignor]
+    with log.open("wb") as stderr:
+        process = spawn(argv, stdout=stderr, stderr=subprocess.STDOUT)
+    return Incarnation(slot, incarnation, process, out, log, time.time())
+
+
+def start_producer(
+    args: argparse.Namespace, bootstrap: str, topic: str, status: Path, log: Path
+) -> subprocess.Popen[bytes]:
+    """``python -m broker.chaos.producer``, writing its status to ``status`` (see ``wait_until_ready``)."""
+    argv = [
+        sys.executable, "-m", "broker.chaos.producer", "--client", args.client,
+        "--bootstrap", bootstrap, "--topic", topic, "--status", str(status),
+        "--rate", str(args.rate), "--prefix", KEY_PREFIX, "--partitions", str(args.partitions),
+        "--client-id", "chaos-producer",
+    ]  # fmt: skip
+    with log.open("wb") as stderr:
+        return spawn(argv, stdout=stderr, stderr=subprocess.STDOUT)
+
+
+def wait_until_ready(producer: subprocess.Popen[bytes], status: Path, log: Path) -> None:
+    """Until the producer's status says it is connected and the topic exists; ChaosError if it exits first or
+    takes longer than ``START_TIMEOUT_S`` (it is left running: the caller stops every process it started)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not Produced.load(status).ready:
+        if producer.poll() is not None:
+            raise ChaosError(f"the producer exited with {producer.returncode}: {tail(log)}")
+        if time.monotonic() > deadline:
+            raise ChaosError(f"the producer was not ready after {START_TIMEOUT_S:.0f}s")
+        time.sleep(READY_POLL_S)

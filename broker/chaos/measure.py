@@ -1,0 +1,261 @@
+"""What a chaos run measures, from the broker's group events (control API, ``/v1/groups/{group}/events``).
+
+Per disruption (docs/events.md names the events):
+
+- detect: the kill -> the broker's ``member_expired`` (SIGKILL: session timeout) or ``member_left`` (SIGTERM:
+  LeaveGroup) event for the victim's member;
+- recover: the kill -> the first ``sync_completed`` after the detection with ``unowned == 0`` (Stable again, every
+  partition owned);
+- rebalances: ``rebalance_started`` events from the kill to the recovery;
+- rejoin: the kill -> the first ``sync_completed`` with ``unowned == 0`` giving the restarted consumer partitions.
+
+Event times are the broker's ``ts_ms`` (wall clock, epoch ms) against the runner's ``time.time()`` at the kill:
+both are the same machine's wall clock. The broker's ``member_joined`` events tie member ids to client ids, and so
+to the consumer processes (``chaos-<slot>-<incarnation>``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from broker.chaos.launch import Incarnation
+from broker.chaos.records import Records
+from broker.chaos.schedule import Kill
+from broker.control.client import ControlClient, ControlError
+from broker.events import names
+
+EVENT_POLL_S = 0.25
+# A member's events must come after its kill; the broker stamps whole milliseconds.
+CLOCK_SLACK_MS = 2
+
+JSON = dict[str, Any]
+
+
+# -- following the events ----------------------------------------------------------------------------------------
+
+
+class EventFollower:
+    """Polls ``/v1/groups/{group}/events?since_seq=`` in a thread, and the group's summary for the progress line."""
+
+    def __init__(self, control: ControlClient, group: str) -> None:
+        self.control = control
+        self.group = group
+        self.events: list[JSON] = []
+        self.summary: JSON | None = None
+        self.errors: Counter[str] = Counter()
+        self._last_seq = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="events", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        last_summary = 0.0
+        while not self._stop.wait(EVENT_POLL_S):
+            self.poll()
+            if time.monotonic() - last_summary >= 1.0:
+                last_summary = time.monotonic()
+                with contextlib.suppress(ControlError):
+                    self.summary = self.control.group(self.group)
+
+    def poll(self) -> None:
+        try:
+            new = self.control.events(self.group, since_seq=self._last_seq)
+        except ControlError as error:
+            if error.status != 404:  # 404: the broker has not seen the group yet
+                self.errors[str(error)] += 1
+            return
+        with self._lock:
+            for event in new:
+                if isinstance(event.get("seq"), int) and event["seq"] > self._last_seq:
+                    self.events.append(event)
+                    self._last_seq = event["seq"]
+
+    def snapshot(self) -> list[JSON]:
+        with self._lock:
+            return list(self.events)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.poll()
+
+
+# -- per kill -----------------------------------------------------------------------------------------------------
+
+
+def member_clients(events: list[JSON]) -> dict[str, str]:
+    """member id -> client id, from member_joined (and a static member's replacement)."""
+    clients: dict[str, str] = {}
+    for event in events:
+        if event.get("event") == names.MEMBER_JOINED and event.get("member_id"):
+            clients[event["member_id"]] = str(event.get("client_id"))
+    return clients
+
+
+def measure(kill: Kill, events: list[JSON], clients: dict[str, str], next_kill: Kill | None) -> JSON:
+    """Detection, recovery and rebalances of one disruption, from the group's events."""
+    kill_ms = kill.at * 1000
+    victims = {member for member, client in clients.items() if client == kill.client_id}
+    after = [e for e in events if e.get("ts_ms", 0) >= kill_ms - CLOCK_SLACK_MS]
+    result: JSON = {
+        "member_ids": sorted(victims),
+        "detected": False,
+        "detect_event": None,
+        "detect_cause": None,
+        "detect_s": None,
+        "recovered": False,
+        "recover_s": None,
+        "recover_generation": None,
+        "rebalances": None,
+        "rejoin_s": None,
+        "overlapped": False,
+    }
+    gone = (names.MEMBER_EXPIRED, names.MEMBER_LEFT)
+    detection = next((e for e in after if e.get("event") in gone and e.get("member_id") in victims), None)
+    if detection is None:
+        return result
+    result.update(
+        detected=True,
+        detect_event=detection["event"],
+        detect_cause=detection.get("cause"),
+        detect_s=round((detection["ts_ms"] - kill_ms) / 1000, 3),
+    )
+    recovery = next(
+        (
+            e
+            for e in after
+            if e["seq"] > detection["seq"] and e.get("event") == names.SYNC_COMPLETED and e.get("unowned") == 0
+        ),
+        None,
+    )
+    if recovery is not None:
+        result.update(
+            recovered=True,
+            recover_s=round((recovery["ts_ms"] - kill_ms) / 1000, 3),
+            recover_generation=recovery.get("generation_id"),
+            rebalances=sum(
+                1 for e in after if e.get("event") == names.REBALANCE_STARTED and e["seq"] < recovery["seq"]
+            ),
+        )
+        result["overlapped"] = next_kill is not None and next_kill.at * 1000 < recovery["ts_ms"]
+    if kill.restarted_as is not None:
+        newcomers = {member for member, client in clients.items() if client == kill.restarted_as}
+        rejoined = next(
+            (
+                e
+                for e in after
+                if e.get("event") == names.SYNC_COMPLETED
+                and e.get("unowned") == 0
+                and any((e.get("assignments") or {}).get(member) for member in newcomers)
+            ),
+            None,
+        )
+        if rejoined is not None:
+            result["rejoin_s"] = round((rejoined["ts_ms"] - kill_ms) / 1000, 3)
+    return result
+
+
+# -- over the whole run -----------------------------------------------------------------------------------------------
+
+
+def stats(values: list[float]) -> JSON:
+    if not values:
+        return {"count": 0, "mean": None, "max": None, "min": None}
+    return {
+        "count": len(values),
+        "mean": round(statistics.fmean(values), 3),
+        "max": round(max(values), 3),
+        "min": round(min(values), 3),
+    }
+
+
+def summarize(kills: list[JSON]) -> JSON:
+    def of(subset: list[JSON]) -> JSON:
+        return {
+            "kills": len(subset),
+            "detected": sum(1 for k in subset if k["detected"]),
+            "recovered": sum(1 for k in subset if k["recovered"]),
+            "detect_s": stats([k["detect_s"] for k in subset if k["detect_s"] is not None]),
+            "recover_s": stats([k["recover_s"] for k in subset if k["recover_s"] is not None]),
+            "rebalances": stats([float(k["rebalances"]) for k in subset if k["rebalances"] is not None]),
+        }
+
+    return {
+        **of(kills),
+        "by_signal": {name: of([k for k in kills if k["signal"] == name]) for name in ("SIGKILL", "SIGTERM")},
+    }
+
+
+def kill_reports(kills: list[Kill], events: list[JSON], clients: dict[str, str]) -> list[JSON]:
+    """The report's ``kills``: each kill, its restart, and what ``measure`` read from the events about it."""
+    reports: list[JSON] = []
+    for index, kill in enumerate(kills):
+        following = kills[index + 1] if index + 1 < len(kills) else None
+        reports.append({
+            "number": kill.number,
+            "t_s": round(kill.t, 3),
+            "at": kill.at,
+            "slot": kill.slot,
+            "incarnation": kill.incarnation,
+            "client_id": kill.client_id,
+            "pid": kill.pid,
+            "signal": kill.signal,
+            "restarted_as": kill.restarted_as,
+            "restart_s": None if kill.restarted_at is None else round(kill.restarted_at - kill.at, 3),
+            **measure(kill, events, clients, following),
+        })  # fmt: skip
+    return reports
+
+
+def kill_notes(reports: list[JSON]) -> list[str]:
+    """The kills the events do not account for: never joined, never detected, or never recovered from."""
+    notes = []
+    for row in reports:
+        if not row["member_ids"]:
+            notes.append(f"kill #{row['number']} ({row['client_id']}): it had not joined the group yet")
+        elif not row["detected"]:
+            notes.append(f"kill #{row['number']} ({row['client_id']}) was never detected by the broker")
+        elif not row["recovered"]:
+            notes.append(f"kill #{row['number']} ({row['client_id']}): no recovery (sync with unowned 0)")
+    return notes
+
+
+def group_report(events: list[JSON], started: float | None, drained: float | None, errors: Counter[str]) -> JSON:
+    """The report's ``group``: its events and rebalances, and how often following the events failed."""
+    rebalances = [e for e in events if e.get("event") == names.REBALANCE_STARTED]
+    return {
+        "events": len(events),
+        "rebalances": len(rebalances),
+        # from the first kill's clock start to the end of the drain, before the consumers were stopped
+        "rebalances_during_run": sum(
+            1 for e in rebalances if started is not None and started * 1000 <= e["ts_ms"] <= (drained or 0) * 1000
+        ),
+        "generation": max((e.get("generation_id") or 0 for e in events), default=0),
+        "event_errors": dict(errors),
+    }
+
+
+def consumer_reports(incarnations: list[Incarnation], clients: dict[str, str], consumed: Records) -> list[JSON]:
+    """The report's ``consumers``: every process started, its member ids, how it ended, the records it wrote."""
+    return [
+        {
+            "client_id": c.client_id,
+            "slot": c.slot,
+            "incarnation": c.incarnation,
+            "pid": c.process.pid,
+            "member_ids": sorted(m for m, client in clients.items() if client == c.client_id),
+            "started_at": c.started_at,
+            "stopped_by": c.signalled,
+            "exit_code": c.process.returncode,
+            "records": consumed.per_file[c.out.name],
+        }
+        for c in incarnations
+    ]

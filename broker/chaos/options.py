@@ -1,0 +1,128 @@
+"""The options of ``group-broker chaos run`` (also ``python -m broker.chaos.runner``), and what makes them unusable.
+
+Defaults make a one-minute demo. The same ``add_arguments`` serves both entry points: the command line adds the
+options to its ``chaos run`` sub-command, the runner's ``main`` to a parser of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from broker.chaos import CLIENTS
+from broker.control.client import DEFAULT_URL, URL_ENV
+
+PROGRAM = "group-broker chaos run"
+DESCRIPTION = (
+    "Kill consumers of a group on a seeded schedule (SIGKILL or SIGTERM), restart them, and measure how long the "
+    "broker takes to notice and the group to recover, and whether any record was lost."
+)
+
+JSON = dict[str, Any]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``chaos run`` (sensible defaults for a one-minute demo)."""
+    parser.description = parser.description or DESCRIPTION
+    workload = parser.add_argument_group("workload")
+    workload.add_argument("--client", choices=CLIENTS, default="confluent", help="client library (default confluent)")
+    workload.add_argument("--consumers", type=int, default=3, metavar="N", help="consumer processes (default 3)")
+    workload.add_argument("--partitions", type=int, default=6, metavar="N", help="topic partitions (default 6)")
+    workload.add_argument("--topic", default=None, help="topic (default: chaos-<run id>, created if missing)")
+    workload.add_argument("--group", default=None, help="consumer group (default: chaos-<run id>)")
+    workload.add_argument("--rate", type=float, default=100.0, metavar="R", help="records per second (default 100)")
+    workload.add_argument(
+        "--assignor", choices=("range", "roundrobin", "cooperative-sticky"), default=None,
+        help="partition assignor (default: the client's own)",
+    )  # fmt: skip
+    workload.add_argument("--session-timeout-ms", type=int, default=6000, metavar="MS", help="default 6000")
+    workload.add_argument("--heartbeat-interval-ms", type=int, default=1000, metavar="MS", help="default 1000")
+
+    schedule = parser.add_argument_group("schedule")
+    schedule.add_argument("--duration", type=float, default=50.0, metavar="S", help="seconds of chaos (default 50)")
+    schedule.add_argument("--interval", type=float, default=8.0, metavar="S", help="seconds between kills (default 8)")
+    schedule.add_argument(
+        "--kill-ratio", type=float, default=0.75, metavar="P",
+        help="share of kills that are SIGKILL; the rest are SIGTERM, a graceful close (default 0.75)",
+    )  # fmt: skip
+    schedule.add_argument(
+        "--restart-after", type=float, default=3.0, metavar="S", help="restart a killed consumer after S s (default 3)"
+    )
+    schedule.add_argument("--seed", type=int, default=None, help="RNG seed for the schedule (default: random)")
+    schedule.add_argument(
+        "--drain-timeout", type=float, default=60.0, metavar="S",
+        help="after the chaos, wait at most S s for every produced record to be consumed (default 60)",
+    )  # fmt: skip
+
+    where = parser.add_argument_group("broker")
+    where.add_argument(
+        "--bootstrap", default=None, metavar="HOST:PORT",
+        help="use this running broker (default: start one for the run, and stop it after)",
+    )  # fmt: skip
+    where.add_argument(
+        "--admin", default=None, metavar="URL",
+        help=f"its control API, with --bootstrap [env {URL_ENV}; default {DEFAULT_URL}]",
+    )  # fmt: skip
+
+    output = parser.add_argument_group("output")
+    output.add_argument("--json", default=None, metavar="PATH", help="write the whole report as JSON here")
+    output.add_argument(
+        "--workdir", default=None, metavar="DIR",
+        help="keep the consumers' record files and every process's log here (default: a temporary directory, "
+        "deleted at the end unless the run failed or has notes)",
+    )  # fmt: skip
+
+
+def argument_problems(args: argparse.Namespace) -> list[str]:
+    """What makes these options unable to make a run (empty when they can)."""
+    problems = []
+    if args.consumers < 1:
+        problems.append("--consumers must be at least 1")
+    if args.partitions < 1:
+        problems.append("--partitions must be at least 1")
+    if not args.rate > 0:
+        problems.append("--rate must be positive")
+    if not args.duration > 0:
+        problems.append("--duration must be positive")
+    if not args.interval > 0:
+        problems.append("--interval must be positive")
+    if not 0 <= args.kill_ratio <= 1:
+        problems.append("--kill-ratio must be between 0 and 1")
+    if args.restart_after < 0:
+        problems.append("--restart-after must not be negative")
+    if args.drain_timeout < 0:
+        problems.append("--drain-timeout must not be negative")
+    if args.session_timeout_ms < 1:
+        problems.append("--session-timeout-ms must be positive")
+    if not 0 < args.heartbeat_interval_ms < args.session_timeout_ms:
+        problems.append("--heartbeat-interval-ms must be positive and below --session-timeout-ms")
+    if args.admin is not None and args.bootstrap is None:
+        problems.append("--admin needs --bootstrap (without it the runner starts its own broker)")
+    if args.client == "aiokafka" and args.assignor == "cooperative-sticky":
+        problems.append("aiokafka has no cooperative rebalance protocol: no --assignor cooperative-sticky")
+    for name in ("topic", "group"):
+        value = getattr(args, name)
+        if value is not None and (not value or any(c.isspace() for c in value) or ":" in value):
+            problems.append(f"--{name} must be a non-empty name without spaces or ':'")
+    return problems
+
+
+def config_report(args: argparse.Namespace, topic: str, group: str, seed: int) -> JSON:
+    """The report's ``config``: the options the run used, the names and seed it picked where they were left out."""
+    return {
+        "client": args.client,
+        "consumers": args.consumers,
+        "partitions": args.partitions,
+        "topic": topic,
+        "group": group,
+        "rate": args.rate,
+        "assignor": args.assignor,
+        "session_timeout_ms": args.session_timeout_ms,
+        "heartbeat_interval_ms": args.heartbeat_interval_ms,
+        "duration_s": args.duration,
+        "interval_s": args.interval,
+        "kill_ratio": args.kill_ratio,
+        "restart_after_s": args.restart_after,
+        "drain_timeout_s": args.drain_timeout,
+        "seed": seed,
+    }

@@ -1,0 +1,362 @@
+"""A client of a running broker's control API shaped for assertions: waits and checks that fail a test with a
+readable message.
+
+Everything goes through the broker's real HTTP control API, so ``BrokerControl`` works the same against a broker
+in another process or container as against ``EmbeddedBroker`` (``embedded.py``), which is one::
+
+    control = BrokerControl("http://127.0.0.1:9644")
+    control.wait_for("orders-app", state="Stable", members=2)
+    with control.no_rebalance("orders-app"):
+        ...
+
+Rebalances are read from the group's ``rebalance_started`` events (docs/events.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Coroutine
+from types import TracebackType
+from typing import Any, ParamSpec, Self, TypeVar
+
+from broker.control.client import ControlClient, ControlError
+from broker.events import names
+
+JSON = dict[str, Any]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+POLL_S = 0.05
+_RECENT_EVENTS = 8
+
+
+class WaitTimeout(TimeoutError, AssertionError):
+    """A group did not reach the shape ``wait_for`` asked for. An AssertionError too: in a test it is a failure."""
+
+
+def _threaded(function: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """``function`` as a coroutine run in a worker thread, so the caller's event loop keeps running meanwhile."""
+
+    @functools.wraps(function)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(function, *args, **kwargs)
+
+    return call
+
+
+def _describe_event(record: JSON) -> str:
+    extras = [
+        f"{name}={record[name]}" for name in ("cause", "member_id", "generation_id") if record.get(name) is not None
+    ]
+    if record.get("event") == names.STATE_CHANGED:
+        extras.insert(0, f"{record.get('from')} -> {record.get('to')}")
+    text = f"#{record.get('seq')} {record.get('event')}"
+    return f"{text} ({', '.join(extras)})" if extras else text
+
+
+class BrokerControl:
+    """The control API of a running broker, with waits and checks that fail a test with a readable message."""
+
+    def __init__(self, admin_url: str | None = None, timeout: float = 10.0) -> None:
+        self._client = ControlClient(admin_url, timeout) if admin_url is not None else None
+
+    @property
+    def client(self) -> ControlClient:
+        """The plain control API client (``broker.control.client.ControlClient``)."""
+        if self._client is None:
+            raise RuntimeError("the broker is not running: no control API to talk to")
+        return self._client
+
+    @property
+    def admin_url(self) -> str:
+        return self.client.base_url
+
+    @functools.cached_property
+    def aio(self) -> AsyncControl:
+        """The same calls as coroutines, for asyncio tests: they wait in a thread, not on the test's loop."""
+        return AsyncControl(self)
+
+    # -- reading --------------------------------------------------------------------------------------------
+
+    def groups(self) -> list[JSON]:
+        return self.client.groups()
+
+    def group(self, group: str) -> JSON:
+        """The group's detail (state, generation, members and their assignments); ControlError(404) if unknown."""
+        return self.client.group(group)
+
+    def member_ids(self, group: str) -> list[str]:
+        return [member["member_id"] for member in self.group(group)["members"]]
+
+    def events(self, group: str | None = None, since_seq: int = 0) -> list[JSON]:
+        """Buffered events after ``since_seq`` (of one group, or of all), oldest first (docs/events.md)."""
+        if group is not None:
+            try:
+                return self.client.events(group, since_seq=since_seq)
+            except ControlError as error:
+                if error.status == 404:
+                    return []
+                raise
+        merged = [record for name in self._group_ids() for record in self.events(name, since_seq)]
+        return sorted(merged, key=lambda record: int(record["seq"]))
+
+    def _group_ids(self) -> list[str]:
+        return [summary["group_id"] for summary in self.groups()]
+
+    def last_seq(self, group: str) -> int:
+        """The seq of the group's latest event (0 if none): pass it as ``since_seq`` to see only what follows."""
+        try:
+            latest = self.client.events(group, limit=1)
+        except ControlError as error:
+            if error.status == 404:
+                return 0
+            raise
+        return int(latest[-1]["seq"]) if latest else 0
+
+    def wait_for(
+        self,
+        group: str,
+        state: str | None = None,
+        members: int | None = None,
+        min_generation: int | None = None,
+        timeout: float = 30.0,
+        poll: Callable[[], object] | None = None,
+    ) -> JSON:
+        """The group's detail once every condition holds (none given: once the group exists).
+
+        ``poll`` is for clients that only rebalance inside their own poll() (kafka-python, confluent-kafka): it
+        is called over and over while waiting, e.g. ``poll=lambda: consumer.poll(0.1)`` (its records are lost).
+        Raises WaitTimeout, saying what the group looked like at the deadline and its latest events."""
+        conditions = {"state": state, "members": members, "min_generation": min_generation}
+        deadline = time.monotonic() + timeout
+        while True:
+            if poll is not None:
+                poll()
+            remaining = max(deadline - time.monotonic(), 0.0)
+            # With a poll function, ask briefly and poll again; without, let the broker hold one request.
+            slice_s = min(remaining, POLL_S) if poll is not None else remaining
+            try:
+                return self.client.wait(group, state, members, min_generation, timeout_ms=round(slice_s * 1000))
+            except ControlError as error:
+                if error.status != 408:
+                    raise
+                if remaining <= slice_s:
+                    last = error.payload.get("group")
+                    break
+        wanted = ", ".join(f"{name}={value}" for name, value in conditions.items() if value is not None)
+        message = f"group {group!r} did not reach {wanted or 'existence'} within {timeout:g} s"
+        if not isinstance(last, dict):
+            raise WaitTimeout(f"{message}: the broker has no such group")
+        ids = [member["member_id"] for member in last.get("members", [])]
+        message += f": it is {last.get('state')}, generation {last.get('generation_id')}, {len(ids)} member(s) {ids}"
+        if last.get("pending_members"):
+            message += f", pending {last['pending_members']}"
+        recent = self.events(group)[-_RECENT_EVENTS:]
+        if recent:
+            message += "; latest events: " + "; ".join(_describe_event(record) for record in recent)
+        raise WaitTimeout(message)
+
+    # -- disturbing -----------------------------------------------------------------------------------------
+
+    def kick(self, group: str, member_id: str) -> JSON:
+        """Evict a member at once, down the session-expiry path: the group rebalances (cause member_kicked)."""
+        return self.client.kick(group, member_id)
+
+    def fence(self, group: str, instance_id: str) -> JSON:
+        """Fence a static member, as if another process took its ``group.instance.id``."""
+        return self.client.fence(group, instance_id)
+
+    def rebalance(self, group: str) -> JSON:
+        """Start a rebalance of a group with members (cause forced); ControlError(409) if Empty or rebalancing."""
+        return self.client.rebalance(group)
+
+    def fault(
+        self,
+        api: str | int | None = None,
+        *,
+        action: str | None = None,
+        error: str | int | None = None,
+        delay_ms: int | None = None,
+        group_id: str | None = None,
+        member_id: str | None = None,
+        group_instance_id: str | None = None,
+        client_id: str | None = None,
+        count: int | None = None,
+        probability: float | None = None,
+        seed: int | None = None,
+        duration_ms: int | None = None,
+    ) -> Fault:
+        """Add a fault rule (docs/control-api.yaml, FaultRuleSpec); ``with`` it to delete it after the block.
+
+        ``action`` follows from ``error`` ("error") or ``delay_ms`` ("delay"); "close" and "swallow_heartbeats"
+        are named. The broker rejects a malformed rule with ControlError(400) saying why.
+        """
+        if action is None:
+            action = "error" if error is not None else "delay" if delay_ms is not None else None
+        if action is None:
+            raise ValueError(
+                "say what the rule does: error=..., delay_ms=..., action='close' or action='swallow_heartbeats'"
+            )
+        rule = self.client.add_fault(
+            api=api,
+            action=action,
+            error=error,
+            delay_ms=delay_ms,
+            group_id=group_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            client_id=client_id,
+            count=count,
+            probability=probability,
+            seed=seed,
+            duration_ms=duration_ms,
+        )
+        return Fault(self, rule)
+
+    def faults(self) -> list[JSON]:
+        return self.client.faults()
+
+    def clear_faults(self) -> int:
+        """Delete every fault rule; how many there were."""
+        return self.client.clear_faults()
+
+    # -- rebalance checks -----------------------------------------------------------------------------------
+
+    def no_rebalance(self, group: str) -> RebalanceCheck:
+        """``with``/``async with``: fail if the group starts a rebalance during the block."""
+        return RebalanceCheck(self, group, expect=False)
+
+    def expect_rebalance(self, group: str, cause: str | None = None, timeout: float = 5.0) -> RebalanceCheck:
+        """``with``/``async with``: fail unless the group starts a rebalance (of this cause, if given) during the
+        block or within ``timeout`` seconds after it. Causes: docs/events.md, ``rebalance_started``."""
+        return RebalanceCheck(self, group, expect=True, cause=cause, timeout=timeout)
+
+
+class Fault:
+    """A fault rule on the broker. As a context manager (``with`` or ``async with``) it is deleted on exit."""
+
+    def __init__(self, control: BrokerControl, rule: JSON) -> None:
+        self._control = control
+        self.id: str = rule["id"]
+        self.rule = rule  # as the broker stored it
+
+    def __repr__(self) -> str:
+        return f"Fault({self.rule!r})"
+
+    def state(self) -> JSON | None:
+        """The rule as the broker has it now (``hits``, ``active``), or None once deleted."""
+        return next((rule for rule in self._control.faults() if rule["id"] == self.id), None)
+
+    def hits(self) -> int:
+        current = self.state()
+        return int(current["hits"]) if current is not None else 0
+
+    def delete(self) -> bool:
+        """Delete the rule; False if it was already gone (clear_faults, or deleted before)."""
+        try:
+            self._control.client.delete_fault(self.id)
+        except ControlError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.delete()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.to_thread(self.delete)
+
+
+class RebalanceCheck:
+    """The ``no_rebalance``/``expect_rebalance`` block. ``rebalances`` holds the ``rebalance_started`` events seen."""
+
+    def __init__(
+        self, control: BrokerControl, group: str, *, expect: bool, cause: str | None = None, timeout: float = 0.0
+    ) -> None:
+        self._control = control
+        self.group = group
+        self._expect = expect
+        self._cause = cause
+        self._timeout = timeout
+        self._since = 0
+        self.events: list[JSON] = []
+        self.rebalances: list[JSON] = []
+
+    def __enter__(self) -> Self:
+        # Each group's events are buffered in seq order, so its latest seq now divides "before" from "during".
+        self._since = self._control.last_seq(self.group)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is not None:
+            return  # the block's own failure says more than ours would
+        deadline = time.monotonic() + (self._timeout if self._expect else 0.0)
+        while not self._collect() and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        self._verdict()
+
+    async def __aenter__(self) -> Self:
+        self._since = await asyncio.to_thread(self._control.last_seq, self.group)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is not None:
+            return
+        deadline = time.monotonic() + (self._timeout if self._expect else 0.0)
+        while not await asyncio.to_thread(self._collect) and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_S)
+        self._verdict()
+
+    def _matching(self) -> list[JSON]:
+        return [r for r in self.rebalances if self._cause is None or r.get("cause") == self._cause]
+
+    def _collect(self) -> bool:
+        """Read the events since the block began; True once the outcome can no longer change."""
+        self.events = self._control.events(self.group, since_seq=self._since)
+        self.rebalances = [record for record in self.events if record.get("event") == names.REBALANCE_STARTED]
+        return bool(self._matching()) if self._expect else True
+
+    def _verdict(self) -> None:
+        seen = "; ".join(
+            f"{_describe_event(r)}: {r['reason']}" if r.get("reason") else _describe_event(r) for r in self.rebalances
+        )
+        if not self._expect and self.rebalances:
+            raise AssertionError(f"group {self.group!r} rebalanced during the block: {seen}")
+        if self._expect and not self._matching():
+            of_cause = f" with cause {self._cause!r}" if self._cause else ""
+            found = f"saw only {seen}" if seen else "saw none"
+            raise AssertionError(
+                f"expected group {self.group!r} to start a rebalance{of_cause} during the block "
+                f"(or {self._timeout:g} s after it); {found}"
+            )
+
+
+class AsyncControl:
+    """``BrokerControl``'s calls as coroutines; each runs in a worker thread while the caller's loop goes on."""
+
+    def __init__(self, control: BrokerControl) -> None:
+        self.groups = _threaded(control.groups)
+        self.group = _threaded(control.group)
+        self.member_ids = _threaded(control.member_ids)
+        self.events = _threaded(control.events)
+        self.last_seq = _threaded(control.last_seq)
+        self.wait_for = _threaded(control.wait_for)
+        self.kick = _threaded(control.kick)
+        self.fence = _threaded(control.fence)
+        self.rebalance = _threaded(control.rebalance)
+        self.fault = _threaded(control.fault)
+        self.faults = _threaded(control.faults)
+        self.clear_faults = _threaded(control.clear_faults)
