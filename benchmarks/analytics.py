@@ -53,7 +53,7 @@ def measure(
     report: bool = False,
 ) -> Measurement:
     """Generate ``size`` events, run the job on them, and delete both afterwards."""
-    from broker.analytics import generate, job
+    from broker.analytics import generate, job, progress
 
     logs = work / f"events-{size}"
     out = work / f"tables-{size}"
@@ -68,7 +68,7 @@ def measure(
         )
         inputs = [str(p) for p in generated.paths]
         started = time.monotonic()
-        result = job.run(inputs, str(out), master=master, conf=conf, progress=job.stderr_progress())
+        result = job.run(inputs, str(out), master=master, conf=conf, progress=progress.stderr_progress())
         seconds = time.monotonic() - started
         report_s = None
         if report:  # the HTML report over the same tables, in the same session (bins and top-N only)

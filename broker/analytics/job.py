@@ -3,20 +3,17 @@
 Run it as ``group-broker analyze EVENTS... --out DIR`` or, on a cluster, as
 ``spark-submit --py-files broker.zip broker/analytics/job.py EVENTS... --out DIR`` (the ``broker`` package must be
 importable by the driver: installed, or shipped with ``--py-files``). Without ``--master`` and outside
-``spark-submit`` it runs in local mode on every core.
+``spark-submit`` it runs in local mode on every core. ``run`` is the job; ``execute`` is the command around it
+(exit status, one-line errors, ``--report``); ``main`` is the script's entry.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import json
-import math
-import os
 import sys
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,35 +22,22 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from broker.analytics import TABLES, read, tables
-from broker.analytics.schema import INPUT, INPUT_KINDS, VERSION
-
-PROGRAM = "group-broker analyze"
-DEFAULT_MASTER = "local[*]"
-#: Input bytes per shuffle partition: windows sort a partition's events in one task, so a few tens of MiB each.
-BYTES_PER_PARTITION = 32 * 1024 * 1024
-MAX_PARTITIONS = 2000
-#: Local mode runs everything in the driver's JVM; pyspark's default (1g) spills early. Only applied when the
-#: job starts that JVM itself (not under spark-submit) and nobody set it: at least this, more for larger input.
-LOCAL_DRIVER_MEMORY = "2g"
-GIB = 1024**3
-STATUS_EVERY_S = 5.0
-
-Progress = Callable[[str], None]
-
-
-def stderr_progress() -> Progress:
-    """Progress lines on stderr, each with the seconds since the job started."""
-    started = time.monotonic()
-
-    def say(message: str) -> None:
-        print(f"{PROGRAM} [{time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
-
-    return say
-
-
-def _quiet(_message: str) -> None:
-    return None
+from broker.analytics import TABLES, read
+from broker.analytics.arguments import DESCRIPTION, PROGRAM, add_arguments, error, inputs_exist
+from broker.analytics.progress import Progress, StatusReporter, quiet, stderr_progress
+from broker.analytics.schema import INPUT, INPUT_KINDS
+from broker.analytics.session import (
+    DEFAULT_MASTER,
+    build_session,
+    local_driver_memory,
+    shuffle_partitions_for,
+    under_spark_submit,
+)
+from broker.analytics.tables import build
+from broker.analytics.tables.members import members_output
+from broker.analytics.tables.ownership import ownership_output
+from broker.analytics.tables.summary import summary_table
+from broker.events.names import FORMAT_VERSION
 
 
 @dataclass
@@ -68,95 +52,6 @@ class Result:
     seconds: float = 0.0
 
 
-def under_spark_submit() -> bool:
-    """spark-submit starts the JVM first and hands the Python driver its gateway port."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
-
-
-def local_driver_memory(inputs: Sequence[str]) -> str:
-    """Twice the local input, within [2g, half of this machine's memory]: the 10M-event benchmark (4.4 GB of
-    JSON) ran out of heap parsing at 4g and finished at 8g. Inputs that are not local files count nothing."""
-    total = 0
-    for pattern in inputs:
-        if "://" in pattern and not pattern.startswith("file:"):
-            continue
-        for path in glob.glob(pattern.removeprefix("file://").removeprefix("file:")):
-            total += sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) if os.path.isdir(path) \
-                else os.path.getsize(path)
-    try:
-        half_ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-    except (ValueError, OSError, AttributeError):
-        half_ram = 2 * GIB
-    return f"{max(2, min(math.ceil(2 * total / GIB), half_ram // GIB))}g"
-
-
-def build_session(
-    master: str | None = None, conf: Mapping[str, str] | None = None, driver_memory: str = LOCAL_DRIVER_MEMORY
-) -> SparkSession:
-    """A session with local defaults, unless spark-submit or ``master``/``conf`` say otherwise."""
-    conf = dict(conf or {})
-    builder = SparkSession.builder.appName(PROGRAM)
-    submitted = under_spark_submit()
-    if master is not None:
-        builder = builder.master(master)
-    elif not submitted and "spark.master" not in conf:
-        builder = builder.master(DEFAULT_MASTER)
-    defaults = {
-        "spark.ui.showConsoleProgress": "false",  # the job prints its own progress lines
-        "spark.sql.session.timeZone": "UTC",
-    }
-    if not submitted:
-        defaults["spark.driver.memory"] = driver_memory
-    for key, value in {**defaults, **conf}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(conf.get("spark.log.level", "WARN"))
-    return spark
-
-
-def shuffle_partitions_for(total_bytes: int, parallelism: int) -> int:
-    """Enough partitions that each holds ~32 MiB of input, at least one per core (AQE merges the small ones)."""
-    wanted = math.ceil(total_bytes / BYTES_PER_PARTITION)
-    return max(1, min(MAX_PARTITIONS, max(wanted, parallelism)))
-
-
-class StatusReporter:
-    """Reports the running Spark stages every few seconds while a step takes long, from a daemon thread."""
-
-    def __init__(self, spark: SparkSession, progress: Progress, every_s: float = STATUS_EVERY_S) -> None:
-        self.tracker = spark.sparkContext.statusTracker()
-        self.progress = progress
-        self.every_s = every_s
-        self.step = "starting"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="analyze-status", daemon=True)
-
-    def __enter__(self) -> StatusReporter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2 * self.every_s)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
-            try:
-                stages = [self.tracker.getStageInfo(s) for s in self.tracker.getActiveStageIds()]
-            except Exception:  # the JVM is going away at the end of a run: nothing left to report
-                return
-            running = [s for s in stages if s is not None]
-            if running:
-                parts = ", ".join(f"stage {s.stageId} {s.numCompletedTasks}/{s.numTasks} tasks" for s in running)
-                self.progress(f"  ... {self.step}: {parts}")
-
-    def say(self, message: str) -> None:
-        """Pass a progress line on, remembering it as the step the stage reports belong to."""
-        if not message.startswith(" "):
-            self.step = message.split(";")[0]
-        self.progress(message)
-
-
 def run(
     inputs: Sequence[str],
     out: str,
@@ -168,7 +63,7 @@ def run(
     spark: SparkSession | None = None,
 ) -> Result:
     """Analyse ``inputs`` (paths, globs, URIs) into ``out``; ``spark``: use this session (tests) as it is."""
-    say = progress or _quiet
+    say = progress or quiet
     started = time.monotonic()
     conf = dict(conf or {})
     if spark is None:
@@ -206,7 +101,7 @@ def _analyse(
     counts = {row[read.KIND]: int(row["count"]) for row in classified.groupBy(read.KIND).count().collect()}
     say(f"{sum(counts.values())} lines, {counts.get(read.OK, 0)} parsed")
     say("ordering the events by group and run")
-    built = tables.build(classified)
+    built = build(classified)
     events = built.events.events.persist(StorageLevel.MEMORY_AND_DISK)
     kept = events.count()
     duplicates = counts.get(read.OK, 0) - kept
@@ -232,8 +127,8 @@ def _analyse(
     ownership.intervals = ownership.intervals.persist(StorageLevel.MEMORY_AND_DISK)
     outputs: dict[str, DataFrame] = {
         "input": spark.createDataFrame(report, INPUT),
-        "members": tables.members_output(members),
-        "ownership": tables.ownership_output(ownership),
+        "members": members_output(members),
+        "ownership": ownership_output(ownership),
         "rebalances": built.rebalances,
     }
     for name in ("input", "members", "ownership", "rebalances"):
@@ -245,9 +140,7 @@ def _analyse(
     ownership.intervals.unpersist()
     # The summary reads the tables back from Parquet: nothing left to keep in memory, and a short plan.
     say("writing summary")
-    summary = tables.summary_table(
-        spark.read.parquet(_join(out, "rebalances")), spark.read.parquet(_join(out, "members"))
-    )
+    summary = summary_table(spark.read.parquet(_join(out, "rebalances")), spark.read.parquet(_join(out, "members")))
     result.rows["summary"] = _write(summary, _join(out, "summary"))
 
     overall = spark.read.parquet(_join(out, "summary")).where(F.col("scope") == "all").collect()
@@ -272,7 +165,7 @@ def _join(out: str, name: str) -> str:
 
 def summary_document(inputs: Sequence[str], result: Result) -> dict[str, Any]:
     return {
-        "format_version": VERSION,
+        "format_version": FORMAT_VERSION,
         "inputs": list(inputs),
         "input": result.input,
         "input_kinds": list(INPUT_KINDS),
@@ -299,13 +192,53 @@ def _write_summary_json(spark: SparkSession, out: str, inputs: Sequence[str], re
         stream.close()
 
 
+def execute(args: argparse.Namespace) -> int:
+    """Run the job for a parsed command line (``arguments.add_arguments``), then the report if asked.
+
+    0: the tables (and the report) were written; 1: the job or the report failed; 2: an input matches nothing.
+    """
+    progress = None if args.quiet else stderr_progress()
+    try:
+        run(
+            args.events, args.out, master=args.master, conf=dict(args.conf), progress=progress,
+            shuffle_partitions=args.shuffle_partitions,
+        )  # fmt: skip
+    except read.InputError as failure:
+        error(str(failure))
+        return 2
+    except Exception as failure:  # Spark's own errors (no Java, a bad master URL, ...): one line, not a JVM trace
+        text = str(failure).strip()
+        error(f"{type(failure).__name__}: {text.splitlines()[0] if text else ''}")
+        return 1
+    if args.report:
+        return render_report(args.out)
+    return 0
+
+
+def render_report(out: str) -> int:
+    """``--report``: ``broker.analytics.report.render(out)``; matplotlib is imported only for it."""
+    try:
+        from broker.analytics import report
+    except ImportError as failure:  # no matplotlib on this driver: the tables are there all the same
+        error(f"--report: the report module is not available ({failure})")
+        return 1
+    try:
+        page = report.render(out)
+    except Exception as failure:  # the tables are written; say why the page is not
+        error(f"--report: {type(failure).__name__}: {failure}")
+        return 1
+    print(f"{PROGRAM}: report: {page}", file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``spark-submit broker/analytics/job.py EVENTS... --out DIR`` and ``python -m broker.analytics.job``."""
-    from broker.analytics import cli
-
-    parser = argparse.ArgumentParser(prog="job.py", description=cli.DESCRIPTION)
-    cli.add_arguments(parser)
-    return cli.run(parser.parse_args(argv))
+    parser = argparse.ArgumentParser(prog="job.py", description=DESCRIPTION)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    if not inputs_exist(args.events):
+        return 2
+    return execute(args)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from broker.analytics.schema import COMMON, CORRUPT, EVENT_SCHEMA, EVENTS, INPUT_KINDS, REQUIRED, VERSION
+from broker.analytics.schema import CORRUPT, EVENT_SCHEMA, INPUT_KINDS
+from broker.events.names import COMMON, EVENTS, FORMAT_VERSION, REQUIRED
 
 #: The kind of a line the analysis uses; every other kind is one of the input report's.
 OK = "parsed"
@@ -101,12 +102,12 @@ def classify(lines: DataFrame) -> DataFrame:
             F.col(f"r.{CORRUPT}").isNotNull(),
             # Spark still reads what it can of a line that does not fit the schema: a newer version may change
             # a field's type, and a v1 broker may add an event whose fields collide with ours. Neither is garbage.
-            F.when(version > VERSION, "newer_version")
-            .when((version == VERSION) & F.col("r.event").isNotNull() & ~known, "unknown_event")
+            F.when(version > FORMAT_VERSION, "newer_version")
+            .when((version == FORMAT_VERSION) & F.col("r.event").isNotNull() & ~known, "unknown_event")
             .otherwise("malformed"),
         )
-        .when(version.isNull() | (version < VERSION), "unknown_version")
-        .when(version > VERSION, "newer_version")
+        .when(version.isNull() | (version < FORMAT_VERSION), "unknown_version")
+        .when(version > FORMAT_VERSION, "newer_version")
         .when(_missing(COMMON), "missing_field")
         .when(~known, "unknown_event")
         .when(required_missing, "missing_field")

@@ -1,5 +1,8 @@
 """The explicit Spark schemas: the event log's format (version 1, docs/events.md) and the tables the job writes.
 
+The format's names (its version, the events, the fields every record has and those each event needs) are
+``broker/events/names.py``'s, shared with the broker that writes them; this module only types the fields for Spark.
+
 The input is read with this schema instead of letting Spark infer one: inference would scan everything first, and
 would give a field the type of whatever it happened to see (``members`` is an int in ``rebalance_started`` and a
 list in ``join_completed``). Fields the analysis does not need, or whose JSON type differs between events, are
@@ -21,47 +24,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-#: The format version this reader understands (``broker.events.hub.SCHEMA_VERSION``).
-VERSION = 1
-
 #: Where Spark puts the text of a line it could not read with the schema.
 CORRUPT = "_corrupt"
-
-#: Every event docs/events.md documents for version 1. Others are counted as ``unknown_event``: the format lets a
-#: broker add events within a version, and a reader must ignore what it does not know.
-EVENTS = frozenset(
-    {
-        "group_created",
-        "member_joined",
-        "member_rejoined",
-        "member_left",
-        "member_expired",
-        "member_fenced",
-        "rebalance_started",
-        "join_completed",
-        "sync_completed",
-        "referee_violation",
-        "state_changed",
-        "group_emptied",
-        "group_deleted",
-        "offsets_expired",
-        "offsets_committed",
-    }
-)
-
-#: Fields every record has (docs/events.md, "Every record").
-COMMON = ("v", "seq", "ts_ms", "run_id", "event", "group_id")
-
-#: Fields without which an event cannot be placed in the windows: such a line is ``missing_field``.
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "member_joined": ("member_id",),
-    "member_left": ("member_id",),
-    "member_expired": ("member_id",),
-    "member_fenced": ("member_id", "new_member_id"),
-    "join_completed": ("generation_id", "state"),
-    "sync_completed": ("generation_id",),
-    "state_changed": ("to",),
-}
 
 _ASSIGNMENTS = MapType(StringType(), MapType(StringType(), ArrayType(IntegerType())))
 _MOVE = StructType(

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from broker.analytics import cli, job, read
+from broker.analytics import cli, job, read, session
+from broker.analytics.schema import EVENT_SCHEMA
+from broker.events.names import COMMON, REQUIRED
 from tests.analytics.conftest import rows, write_lines
 from tests.analytics.test_windows import eager_log, pick
 
@@ -159,7 +161,15 @@ def test_paths_that_match_nothing_are_an_error(
 
 def test_shuffle_partitions_follow_the_input_size() -> None:
     mib = 1024 * 1024
-    assert job.shuffle_partitions_for(0, 2) == 2  # at least one per core
-    assert job.shuffle_partitions_for(100 * mib, 2) == 4  # one per 32 MiB
-    assert job.shuffle_partitions_for(4400 * mib, 2) == 138  # ~10M events
-    assert job.shuffle_partitions_for(10**15, 2) == job.MAX_PARTITIONS
+    assert session.shuffle_partitions_for(0, 2) == 2  # at least one per core
+    assert session.shuffle_partitions_for(100 * mib, 2) == 4  # one per 32 MiB
+    assert session.shuffle_partitions_for(4400 * mib, 2) == 138  # ~10M events
+    assert session.shuffle_partitions_for(10**15, 2) == session.MAX_PARTITIONS
+
+
+def test_the_schema_has_every_field_the_reader_requires() -> None:
+    """The event names and required fields are broker/events/names.py's; the schema must type each of them, or
+    ``classify`` would fail on the first line instead of counting it."""
+    declared = set(EVENT_SCHEMA.fieldNames())
+    assert set(COMMON) <= declared
+    assert {name for names in REQUIRED.values() for name in names} <= declared

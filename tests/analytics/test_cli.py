@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.analytics.job import local_driver_memory
+from broker.analytics.session import local_driver_memory
 from tests.conftest import ROOT
 
 
@@ -56,3 +56,15 @@ def test_driver_memory_follows_the_local_input(tmp_path: Path) -> None:
     half_ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2 // 1024**3
     assert local_driver_memory([str(tmp_path / "*.jsonl")]) == f"{max(2, min(6, half_ram_gib))}g"
     assert local_driver_memory([f"file://{tmp_path}"]) == f"{max(2, min(6, half_ram_gib))}g"  # a directory
+
+
+def test_the_command_line_needs_no_spark_until_the_job_runs() -> None:
+    """`group-broker --help`, `analyze --help` and `generate-events` import neither pyspark nor matplotlib."""
+    code = (
+        "import sys, broker.analytics.cli, broker.analytics.generate, broker.analytics.arguments; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'matplotlib')))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"
+    helped = group_broker("analyze", "--help", timeout=60)
+    assert helped.returncode == 0 and "--shuffle-partitions" in helped.stdout

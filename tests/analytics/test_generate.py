@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from broker.analytics import generate as gen
+from broker.analytics.synthetic.world import TOPICS
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.messages import LeavingMember
 from tests.coordinator.harness import subscription
@@ -38,7 +39,7 @@ TRANSITIONS = {
     ("CompletingRebalance", "Stable"),
     ("Stable", "PreparingRebalance"),
 } | {(state, "Dead") for state in STATES}
-PARTITIONS = dict(gen.TOPICS)
+PARTITIONS = dict(TOPICS)
 
 
 def records(path: Path) -> Iterator[dict[str, Any]]:

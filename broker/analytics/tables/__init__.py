@@ -1,0 +1,40 @@
+"""The tables: rebalance episodes, membership intervals, partition ownership and the summary.
+
+Everything is DataFrame operations, so the job runs the same on a laptop and a cluster. One module per table
+family, each on the ordered events (``events.py``: one shuffle, then windows within each (group, run)). A broker
+keeps groups in memory, so a run (``run_id``) starts every group afresh and no state crosses runs.
+docs/analytics.md says what each column means and where the broker's words end and the analysis begins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+
+from broker.analytics.tables.events import Events, sequence_events
+from broker.analytics.tables.members import members_table
+from broker.analytics.tables.ownership import Ownership, ownership_table
+from broker.analytics.tables.rebalances import episodes, rebalances_table
+
+
+@dataclass
+class Tables:
+    events: Events
+    members: DataFrame
+    ownership: Ownership
+    rebalances: DataFrame
+
+
+def build(classified: DataFrame) -> Tables:
+    """The tables from the classified lines (``read.classify``); nothing is computed until written or collected.
+
+    The summary is left out: ``summary_table`` is best built on the rebalances as written (a short plan to
+    analyse) than on the whole lineage.
+    """
+    sequenced = sequence_events(classified)
+    events = sequenced.events
+    members = members_table(events)
+    ownership = ownership_table(events, members)
+    rebalances = rebalances_table(episodes(events), ownership)
+    return Tables(sequenced, members, ownership, rebalances)

@@ -1,0 +1,153 @@
+"""The ordered events: each (group, run)'s parsed events in ``seq`` order, repeats dropped, episodes marked.
+
+A group's history is sequential (is the group rebalancing? who owns partition 3?), and that is computed with
+window functions over one partitioning, (``group_id``, ``run_id``) ordered by ``seq``: one shuffle of the events,
+after which the forward windows (running sums and "last seen" values) and one backward window ("next ... after
+this event") are sorts within those partitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from broker.analytics.read import KIND, OK
+from broker.analytics.tables.columns import GROUP_RUN, as_int, is_event, size_or_null
+from broker.events.names import (
+    COMMON,
+    GROUP_DELETED,
+    GROUP_EMPTIED,
+    JOIN_COMPLETED,
+    REBALANCE_STARTED,
+    STATE_CHANGED,
+    SYNC_COMPLETED,
+)
+
+#: The columns of the events the windows need (the rest of the schema is dropped before caching).
+_EVENT_COLUMNS = (
+    "group_id",
+    "run_id",
+    "seq",
+    "ts_ms",
+    "event",
+    "member_id",
+    "new_member_id",
+    "group_instance_id",
+    "client_id",
+    "client_host",
+    "session_timeout_ms",
+    "since_last_heartbeat_ms",
+    "cause",
+    "state",
+    "generation_id",
+    "protocol",
+    "assignments",
+    "unowned",
+    "rebalance_ms",
+    "rebalance_protocol",
+    "to",
+)
+
+
+@dataclass
+class Events:
+    """The parsed events in their windows, and the repeated lines taken out of them."""
+
+    events: DataFrame
+    duplicates: DataFrame
+
+
+def sequence_events(classified: DataFrame) -> Events:
+    """Order each group's events within a run, drop repeats of a (run_id, seq), and mark the episodes.
+
+    Columns added to the events (docs/analytics.md, "Rebalance episodes"):
+
+    - ``ep``: the number of rebalance episodes started so far in the (group, run); ``ep_start``, ``in_ep``
+      (the event belongs to episode ``ep``), ``ep_end`` (it ends it) and ``end_kind``;
+    - ``inc``: the group's incarnation (group ends before this event: a deleted group can be created again);
+    - ``sync_no``: the number of ``sync_completed`` so far; ``prev_sync_valid``: the last one belongs to this
+      incarnation;
+    - ``next_start``, ``next_sync``, ``next_gend``: the nearest later episode start, sync and group end, as
+      structs of (seq, ts_ms, ep, kind); ``last_ep``: the last episode of the (group, run).
+    """
+    rows = classified.where(F.col(KIND) == OK)
+    ordered = Window.partitionBy(*GROUP_RUN).orderBy("seq", "file", "block", "rid")
+    # (run_id, seq) is unique per broker, so a repeat is the same line read twice (a file given twice, rotated
+    # copies that overlap). They sort next to each other; the first in file order stays.
+    marked = rows.withColumn("dup", F.coalesce(F.lag("seq").over(ordered) == F.col("seq"), F.lit(False)))
+    duplicates = marked.where("dup").select(
+        F.lit("duplicate").alias(KIND),
+        "file",
+        "block",
+        "rid",
+        F.to_json(F.struct(*COMMON)).alias("text"),
+    )
+    events = marked.where(~F.col("dup")).select(
+        *_EVENT_COLUMNS,
+        F.when(is_event(REBALANCE_STARTED), F.expr("try_cast(members AS INT)"))
+        .when(is_event(JOIN_COMPLETED), F.size(F.from_json("members", "array<string>")))
+        .alias("members_n"),
+        size_or_null("moved").alias("moved_n"),
+    )
+
+    w = Window.partitionBy(*GROUP_RUN).orderBy("seq")
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    # Deleting a group emits state_changed(to Dead) then group_deleted; a Dead without group_deleted after it is
+    # the broker unloading the group (shutdown): every interval open then ends as "unloaded".
+    events = events.withColumn("next_event", F.lead("event").over(w))
+    gend_kind = F.when(is_event(GROUP_DELETED), "deleted").when(
+        is_event(STATE_CHANGED)
+        & (F.col("to") == "Dead")
+        & (F.coalesce(F.col("next_event"), F.lit("")) != GROUP_DELETED),
+        "unloaded",
+    )
+    end_kind = (
+        F.when(is_event(SYNC_COMPLETED), "stable")
+        .when((is_event(JOIN_COMPLETED) & (F.col("state") == "Empty")) | is_event(GROUP_EMPTIED), "empty")
+        .otherwise(gend_kind)
+    )
+    events = (
+        events.withColumn("gend_kind", gend_kind)
+        .withColumn("end_kind", end_kind)
+        .withColumn("is_start", is_event(REBALANCE_STARTED))
+        .withColumn("is_sync", is_event(SYNC_COMPLETED))
+        .withColumn("marker", F.when(F.col("is_start"), 1).when(F.col("end_kind").isNotNull(), 0))
+    )
+    events = (
+        events.withColumn("in_before", F.coalesce(F.last("marker", ignorenulls=True).over(before) == 1, F.lit(False)))
+        .withColumn("inc", F.coalesce(F.sum(as_int(F.col("gend_kind").isNotNull())).over(before), F.lit(0)))
+        .withColumn("sync_no", F.sum(as_int(F.col("is_sync"))).over(upto))
+        .withColumn("last_sync_seq", F.last(F.when(F.col("is_sync"), F.col("seq")), ignorenulls=True).over(upto))
+        .withColumn(
+            "last_gend_seq", F.last(F.when(F.col("gend_kind").isNotNull(), F.col("seq")), ignorenulls=True).over(upto)
+        )
+    )
+    events = (
+        events.withColumn("ep_start", F.col("is_start") & ~F.col("in_before"))
+        .withColumn("in_ep", F.col("is_start") | F.col("in_before"))
+        .withColumn("ep_end", F.col("in_before") & F.col("end_kind").isNotNull())
+        .withColumn(
+            "prev_sync_valid",
+            F.col("last_sync_seq").isNotNull()
+            & (F.col("last_gend_seq").isNull() | (F.col("last_sync_seq") > F.col("last_gend_seq"))),
+        )
+    )
+    events = events.withColumn("ep", F.sum(as_int(F.col("ep_start"))).over(upto))
+
+    after = Window.partitionBy(*GROUP_RUN).orderBy(F.desc("seq")).rowsBetween(Window.unboundedPreceding, -1)
+
+    def next_where(condition: Column, kind: Column) -> Column:
+        point = F.struct(F.col("seq"), F.col("ts_ms").alias("ts"), F.col("ep"), kind.alias("kind"))
+        return F.last(F.when(condition, point), ignorenulls=True).over(after)
+
+    events = (
+        events.withColumn("next_start", next_where(F.col("ep_start"), F.lit("rebalance")))
+        .withColumn("next_sync", next_where(F.col("is_sync"), F.lit("moved")))
+        .withColumn("next_gend", next_where(F.col("gend_kind").isNotNull(), F.col("gend_kind")))
+        .withColumn("last_ep", F.max("ep").over(Window.partitionBy(*GROUP_RUN)))
+        .drop("marker", "in_before", "next_event", "last_sync_seq", "last_gend_seq")
+    )
+    return Events(events, duplicates)

@@ -1,0 +1,134 @@
+"""The members table: one membership interval per member id, from its join to its leave, expiry or fence."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from broker.analytics.schema import MEMBERS
+from broker.analytics.tables.columns import GROUP_RUN, is_event, typed
+from broker.events.names import GROUP_DELETED, MEMBER_EXPIRED, MEMBER_FENCED, MEMBER_JOINED, MEMBER_LEFT
+
+
+def members_table(events: DataFrame) -> DataFrame:
+    """Membership intervals, with the internal columns the ownership needs (``joined_seq``, ``end_seq``, ``gone``).
+
+    A member starts at ``member_joined`` (or, for a static member's new id, at ``member_fenced``) and ends at its
+    own ``member_left`` / ``member_expired`` / ``member_fenced``, or when its group ends. An end without a start
+    (the log began later) is still an interval, with ``joined_ms`` null.
+    """
+    point = ("seq", "ts_ms", "ep")
+    starts = events.where(is_event(MEMBER_JOINED) | is_event(MEMBER_FENCED)).select(
+        *GROUP_RUN,
+        F.when(is_event(MEMBER_FENCED), F.col("new_member_id")).otherwise(F.col("member_id")).alias("member_id"),
+        F.lit("start").alias("role"),
+        *point,
+        "client_id",
+        "group_instance_id",
+        F.when(is_event(MEMBER_JOINED), F.col("client_host")).alias("client_host"),
+        F.when(is_event(MEMBER_JOINED), F.col("session_timeout_ms")).alias("session_timeout_ms"),
+        F.lit(None).cast("string").alias("end"),
+        F.lit(None).cast("string").alias("end_cause"),
+        F.lit(None).cast("long").alias("since_last_heartbeat_ms"),
+        "next_gend",
+    )
+    ends = events.where(is_event(MEMBER_LEFT) | is_event(MEMBER_EXPIRED) | is_event(MEMBER_FENCED)).select(
+        *GROUP_RUN,
+        "member_id",
+        F.lit("end").alias("role"),
+        *point,
+        "client_id",
+        "group_instance_id",
+        F.lit(None).cast("string").alias("client_host"),
+        "session_timeout_ms",
+        F.when(is_event(MEMBER_LEFT), "left")
+        .when(is_event(MEMBER_FENCED), "fenced")
+        .when(F.col("cause") == "kicked", "kicked")
+        .otherwise("expired")
+        .alias("end"),
+        F.coalesce(F.col("cause"), F.col("event")).alias("end_cause"),
+        F.when(is_event(MEMBER_EXPIRED), F.col("since_last_heartbeat_ms")).alias("since_last_heartbeat_ms"),
+        "next_gend",
+    )
+    rows = starts.unionByName(ends)
+    by_member = Window.partitionBy(*GROUP_RUN, "member_id").orderBy("seq")
+    own_end = F.struct(
+        F.col("seq"),
+        F.col("ts_ms").alias("ts"),
+        F.col("ep"),
+        F.col("end").alias("kind"),
+        "end_cause",
+        "since_last_heartbeat_ms",
+        "session_timeout_ms",
+        "client_id",
+        "group_instance_id",
+    )
+    rows = rows.withColumn("following", F.lead(F.struct(F.col("role"), own_end.alias("e"))).over(by_member))
+    rows = rows.withColumn("preceding_role", F.lag("role").over(by_member))
+    # A start's own end is the member's next row when that is an end; the group's end comes first if earlier.
+    start_end = F.when(F.col("following.role") == "end", F.col("following.e"))
+    group_end = F.struct(
+        F.col("next_gend.seq").alias("seq"),
+        F.col("next_gend.ts").alias("ts"),
+        F.col("next_gend.ep").alias("ep"),
+        F.col("next_gend.kind").alias("kind"),
+        F.when(F.col("next_gend.kind") == "deleted", GROUP_DELETED).otherwise("unloaded").alias("end_cause"),
+        F.lit(None).cast("long").alias("since_last_heartbeat_ms"),
+        F.lit(None).cast("int").alias("session_timeout_ms"),
+        F.lit(None).cast("string").alias("client_id"),
+        F.lit(None).cast("string").alias("group_instance_id"),
+    )
+    group_end = F.when(F.col("next_gend").isNotNull(), group_end)
+    intervals = rows.where(
+        (F.col("role") == "start") | F.coalesce(F.col("preceding_role") != "start", F.lit(True))
+    ).select(
+        *GROUP_RUN,
+        "member_id",
+        F.when(F.col("role") == "start", F.col("seq")).alias("joined_seq"),
+        F.when(F.col("role") == "start", F.col("ts_ms")).alias("joined_ms"),
+        F.when(F.col("role") == "start", F.least(start_end, group_end)).otherwise(own_end).alias("e"),
+        "client_id",
+        "group_instance_id",
+        "client_host",
+        "session_timeout_ms",
+    )
+    intervals = intervals.select(
+        *GROUP_RUN,
+        "member_id",
+        F.coalesce("client_id", "e.client_id").alias("client_id"),
+        F.coalesce("group_instance_id", "e.group_instance_id").alias("group_instance_id"),
+        "client_host",
+        "joined_seq",
+        "joined_ms",
+        F.col("e.seq").alias("end_seq"),
+        F.col("e.ts").alias("ended_ms"),
+        F.coalesce(F.col("e.kind"), F.lit("open")).alias("end"),
+        F.col("e.end_cause").alias("end_cause"),
+        F.col("e.since_last_heartbeat_ms").alias("since_last_heartbeat_ms"),
+        F.coalesce("session_timeout_ms", "e.session_timeout_ms").alias("session_timeout_ms"),
+        F.when(F.col("e").isNotNull(), F.struct("e.seq", "e.ts", "e.ep", "e.kind")).alias("own_end"),
+    )
+    # A static member keeps its partitions when its id is replaced (KIP-345): for the ownership, it is gone only
+    # at the first end of its lineage (same group.instance.id) that is not a fence. Its later ids also inherit
+    # what the fence event does not repeat (host, session timeout).
+    static = intervals.where(F.col("group_instance_id").isNotNull())
+    lineage = Window.partitionBy(*GROUP_RUN, "group_instance_id").orderBy(F.coalesce("joined_seq", "end_seq"))
+    later = (
+        Window.partitionBy(*GROUP_RUN, "group_instance_id")
+        .orderBy(F.desc(F.coalesce("joined_seq", "end_seq")))
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    earlier = lineage.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    static = (
+        static.withColumn(
+            "gone", F.last(F.when(F.col("end") != "fenced", F.col("own_end")), ignorenulls=True).over(later)
+        )
+        .withColumn("client_host", F.last("client_host", ignorenulls=True).over(earlier))
+        .withColumn("session_timeout_ms", F.last("session_timeout_ms", ignorenulls=True).over(earlier))
+    )
+    dynamic = intervals.where(F.col("group_instance_id").isNull()).withColumn("gone", F.col("own_end"))
+    return static.unionByName(dynamic).withColumn("duration_ms", F.col("ended_ms") - F.col("joined_ms"))
+
+
+def members_output(members: DataFrame) -> DataFrame:
+    return typed(members, MEMBERS)

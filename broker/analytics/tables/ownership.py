@@ -1,0 +1,156 @@
+"""The ownership table: who owned each topic-partition, from which sync to which end, from the assignments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from broker.analytics.schema import OWNERSHIP
+from broker.analytics.tables.columns import GROUP_RUN, as_int, typed
+
+
+@dataclass
+class Ownership:
+    intervals: DataFrame  # the ownership table's columns, plus ``first`` and ``end_point`` (internal)
+    syncs: DataFrame  # per (group, run, sync_no): ``owned`` partitions and how many of them ``kept`` owned
+
+
+def ownership_table(events: DataFrame, members: DataFrame) -> Ownership:
+    """Ownership intervals of (topic-partition, member) from ``sync_completed.assignments``.
+
+    Eager: an interval ends at the next episode start (members revoke everything when they rejoin).
+    Cooperative: a partition the same member keeps in the next generation stays one interval; one it loses ends at
+    the sync that takes it away. Either way a member that leaves or expires loses its partitions at that event,
+    and a group end ends everything.
+    """
+    syncs = events.where(F.col("is_sync") & F.col("assignments").isNotNull())
+    owned = (
+        syncs.select(
+            *GROUP_RUN,
+            "seq",
+            "ts_ms",
+            "sync_no",
+            "generation_id",
+            "rebalance_protocol",
+            "inc",
+            "ep",
+            "last_ep",
+            "next_start",
+            "next_sync",
+            "next_gend",
+            F.explode("assignments").alias("member_id", "topics"),
+        )
+        .select("*", F.explode("topics").alias("topic", "partitions"))
+        .select("*", F.explode("partitions").alias("partition"))
+        .drop("topics", "partitions")
+    )
+    by_partition = Window.partitionBy(*GROUP_RUN, "topic", "partition").orderBy("sync_no", "member_id")
+    previous = F.lag(F.struct("sync_no", "member_id", "rebalance_protocol", "inc")).over(by_partition)
+    owned = owned.withColumn("prev", previous)
+    first_in_sync = F.col("prev").isNull() | (F.col("prev.sync_no") != F.col("sync_no"))
+    in_previous_sync = (
+        first_in_sync & (F.col("prev.sync_no") == F.col("sync_no") - 1) & (F.col("prev.inc") == F.col("inc"))
+    )
+    continues = (
+        (F.col("rebalance_protocol") == "cooperative")
+        & (F.col("prev.rebalance_protocol") == "cooperative")
+        & (F.col("prev.member_id") == F.col("member_id"))
+        & (F.col("prev.sync_no") == F.col("sync_no") - 1)
+        & (F.col("prev.inc") == F.col("inc"))
+    )
+    owned = owned.withColumn("first_in_sync", F.coalesce(first_in_sync, F.lit(True))).withColumn(
+        "in_previous_sync", F.coalesce(in_previous_sync, F.lit(False))
+    )
+    owned = owned.withColumn(
+        "island",
+        F.sum(as_int(~F.coalesce(continues, F.lit(False)))).over(
+            by_partition.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        ),
+    )
+    per_sync = owned.groupBy(*GROUP_RUN, "sync_no").agg(
+        F.sum(as_int(F.col("first_in_sync"))).alias("owned"),
+        F.sum(as_int(F.col("in_previous_sync"))).alias("kept"),
+    )
+    first = F.struct(
+        "sync_no",
+        "seq",
+        "ts_ms",
+        "generation_id",
+        "rebalance_protocol",
+        "ep",
+        "last_ep",
+        "next_start",
+        "next_sync",
+        "next_gend",
+    )
+    islands = owned.groupBy(*GROUP_RUN, "topic", "partition", "member_id", "island").agg(
+        F.min(first).alias("first"),
+        F.max(F.struct("sync_no", "next_sync")).getField("next_sync").alias("last_next_sync"),
+    )
+    # Renamed, not compared by DataFrame attribute: both sides descend from the same events, and Spark would
+    # resolve gone["run_id"] to the very attribute islands["run_id"] is (a trivially true condition).
+    gone = members.select(
+        F.col("group_id").alias("m_group_id"),
+        F.col("run_id").alias("m_run_id"),
+        F.col("member_id").alias("m_member_id"),
+        "joined_seq",
+        F.col("gone"),
+    )
+    # Member ids are unique within a run; the seq condition keeps the member's interval that had the partition.
+    islands = islands.join(
+        gone,
+        (islands["group_id"] == gone["m_group_id"])
+        & (islands["run_id"] == gone["m_run_id"])
+        & (islands["member_id"] == gone["m_member_id"])
+        & (gone["joined_seq"].isNull() | (gone["joined_seq"] <= islands["first"].getField("seq"))),
+        "left",
+    ).select(islands["*"], gone["gone"])
+
+    def point(value: Column, kind: Column, ep_hi: Column) -> Column:
+        """An end candidate: (seq, ts, kind, ep_hi), ep_hi being the last episode the interval may overlap."""
+        return F.when(
+            value.isNotNull(),
+            F.struct(
+                value.getField("seq").alias("seq"),
+                value.getField("ts").alias("ts"),
+                kind.alias("kind"),
+                ep_hi.alias("ep_hi"),
+            ),
+        )
+
+    eager = F.coalesce(F.col("first.rebalance_protocol"), F.lit("eager")) != "cooperative"
+    next_start = F.col("first.next_start")
+    candidates = [
+        # eager: revoked at the next episode start, which is also the first episode it cannot overlap
+        F.when(eager, point(next_start, F.lit("rebalance"), next_start.getField("ep") - 1)),
+        # eager, without a start before the next sync (a log with holes): that sync ends it
+        F.when(eager, point(F.col("first.next_sync"), F.lit("rebalance"), F.col("first.next_sync.ep"))),
+        # cooperative: the sync after the last generation that kept it with this member
+        F.when(~eager, point(F.col("last_next_sync"), F.lit("moved"), F.col("last_next_sync.ep"))),
+        point(
+            F.col("gone"),
+            F.when(F.col("gone.kind").isin("deleted", "unloaded"), F.col("gone.kind")).otherwise("member_gone"),
+            F.col("gone.ep"),
+        ),
+        point(F.col("first.next_gend"), F.col("first.next_gend.kind"), F.col("first.next_gend.ep")),
+    ]
+    intervals = islands.withColumn("end_point", F.least(*candidates)).select(
+        *GROUP_RUN,
+        "topic",
+        "partition",
+        "member_id",
+        F.col("first.generation_id").alias("generation"),
+        F.col("first.ts_ms").alias("start_ms"),
+        F.col("end_point.ts").alias("end_ms"),
+        (F.col("end_point.ts") - F.col("first.ts_ms")).alias("duration_ms"),
+        F.coalesce(F.col("end_point.kind"), F.lit("open")).alias("end"),
+        "first",
+        "end_point",
+    )
+    return Ownership(intervals, per_sync)
+
+
+def ownership_output(ownership: Ownership) -> DataFrame:
+    return typed(ownership.intervals, OWNERSHIP)
