@@ -17,9 +17,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from broker.control.metrics import BrokerMetrics
-from broker.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
-from broker.coordinator.group import ClassicGroup, GroupState, Member
+from broker.coordinator.views import GroupDetail, GroupSummary
 from broker.events.hub import Record
 from broker.server.faults import FaultSpecError
 
@@ -32,7 +32,7 @@ KEEP_ALIVE_S = 15.0
 MAX_WAIT_MS = 600_000
 SSE_QUEUE_LIMIT = 10_000
 # A deleted group is forgotten at once, so Dead is never observable: waiting for it would always time out.
-_STATES = {state.value.lower(): state for state in GroupState if state is not GroupState.DEAD}
+_STATES = {state.value.lower(): state.value for state in GroupState if state is not GroupState.DEAD}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -81,33 +81,20 @@ class _BadRequest(Exception):
     pass
 
 
-def _assignment(member: Member, group: ClassicGroup) -> dict[str, list[int]] | None:
-    if group.protocol_type != "consumer":
-        return None
-    try:
-        decoded = decode_assignment(member.assignment)
-    except ConsumerProtocolError:
-        return None
-    merged: dict[str, set[int]] = {}
-    for topic, partitions in decoded.partitions:
-        merged.setdefault(topic, set()).update(partitions)
-    return {topic: sorted(partitions) for topic, partitions in sorted(merged.items())}
-
-
-def group_summary(group: ClassicGroup) -> dict[str, Any]:
+def group_summary(summary: GroupSummary) -> dict[str, Any]:
     return {
-        "group_id": group.group_id,
-        "state": group.state.value,
-        "protocol_type": group.protocol_type,
-        "protocol": group.protocol_name,
-        "generation_id": group.generation_id,
-        "leader": group.leader_id,
-        "members": len(group.members),
+        "group_id": summary.group_id,
+        "state": summary.state,
+        "protocol_type": summary.protocol_type,
+        "protocol": summary.protocol,
+        "generation_id": summary.generation_id,
+        "leader": summary.leader,
+        "members": summary.member_count,
     }
 
 
-def group_detail(group: ClassicGroup, now_ms: int) -> dict[str, Any]:
-    detail = group_summary(group)
+def group_detail(group: GroupDetail, now_ms: int) -> dict[str, Any]:
+    detail = group_summary(group.summary)
     detail["members"] = [
         {
             "member_id": member.member_id,
@@ -117,18 +104,18 @@ def group_detail(group: ClassicGroup, now_ms: int) -> dict[str, Any]:
             "session_timeout_ms": member.session_timeout_ms,
             "rebalance_timeout_ms": member.rebalance_timeout_ms,
             "last_heartbeat_age_ms": max(now_ms - member.last_heartbeat_ms, 0),
-            "awaiting_join": member.join_pending is not None,
-            "awaiting_sync": member.sync_pending is not None,
-            "protocols": [name for name, _ in member.protocols],
-            "assignment": _assignment(member, group),
-            "assignment_bytes": len(member.assignment),
-            "is_leader": group.leader_id == member.member_id,
+            "awaiting_join": member.awaiting_join,
+            "awaiting_sync": member.awaiting_sync,
+            "protocols": list(member.protocols),
+            "assignment": member.assignment,
+            "assignment_bytes": member.assignment_bytes,
+            "is_leader": member.is_leader,
         }
-        for member in group.members.values()
+        for member in group.members
     ]
-    detail["pending_members"] = sorted(group.pending_join_members)
+    detail["pending_members"] = list(group.pending_members)
     detail["state_age_ms"] = max(now_ms - group.state_timestamp_ms, 0)
-    detail["subscribed_topics"] = sorted(group.subscribed_topics) if group.subscribed_topics is not None else None
+    detail["subscribed_topics"] = list(group.subscribed_topics) if group.subscribed_topics is not None else None
     return detail
 
 
@@ -185,10 +172,6 @@ class ControlApi:
 
     # -- helpers --------------------------------------------------------------------
 
-    def _group(self, request: web.Request) -> ClassicGroup | None:
-        group = self.server.coordinator.groups.get(request.match_info["group"])
-        return None if group is None or group.is_in(GroupState.DEAD) else group
-
     def _now(self) -> int:
         return self.server.clock.now_ms()
 
@@ -210,11 +193,11 @@ class ControlApi:
     # -- groups ---------------------------------------------------------------------------
 
     async def list_groups(self, request: web.Request) -> web.Response:
-        groups = sorted(self.server.coordinator.groups.values(), key=lambda g: g.group_id)
-        return _json({"groups": [group_summary(g) for g in groups if not g.is_in(GroupState.DEAD)]})
+        summaries = sorted(self.server.coordinator.group_summaries(), key=lambda summary: summary.group_id)
+        return _json({"groups": [group_summary(summary) for summary in summaries]})
 
     async def describe_group(self, request: web.Request) -> web.Response:
-        group = self._group(request)
+        group = self.server.coordinator.group_detail(request.match_info["group"])
         if group is None:
             return _error(404, f"no group {request.match_info['group']!r}")
         return _json(group_detail(group, self._now()))
@@ -228,7 +211,7 @@ class ControlApi:
             return _error(400, str(bad))
         history = self.server.events.history(group_id, since, limit)
         if history is None:
-            if group_id in self.server.coordinator.groups:
+            if self.server.coordinator.group_summary(group_id) is not None:
                 return _json({"events": []})  # its buffered events have all made way for newer ones
             return _error(404, f"no events for group {group_id!r}: the broker has none buffered and no such group")
         return _json({"events": list(history)})
@@ -236,7 +219,7 @@ class ControlApi:
     async def wait(self, request: web.Request) -> web.Response:
         group_id = request.match_info["group"]
         wanted_state = request.query.get("state")
-        state: GroupState | None = None
+        state: str | None = None
         if wanted_state:
             state = _STATES.get(wanted_state.lower())
             if state is None:
@@ -254,27 +237,30 @@ class ControlApi:
 
         coordinator = self.server.coordinator
 
-        def holds() -> ClassicGroup | None:
-            group = coordinator.groups.get(group_id)
-            if group is None:
+        def holds() -> GroupDetail | None:
+            """The group as it is, if it is as asked; a summary is enough to tell."""
+            summary = coordinator.group_summary(group_id)
+            if summary is None:
                 return None
-            if state is not None and group.state is not state:
+            if state is not None and summary.state != state:
                 return None
-            if members is not None and len(group.members) != members:
+            if members is not None and summary.member_count != members:
                 return None
-            if min_generation is not None and group.generation_id < min_generation:
+            if min_generation is not None and summary.generation_id < min_generation:
                 return None
-            return group
+            return coordinator.group_detail(group_id)
 
         found = holds()
         if found is not None:
             return _json(group_detail(found, self._now()))
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[ClassicGroup] = loop.create_future()
+        done: asyncio.Future[GroupDetail] = loop.create_future()
 
         def check() -> None:
+            if done.done():
+                return
             group = holds()
-            if group is not None and not done.done():
+            if group is not None:
                 done.set_result(group)
 
         def on_event(record: Record) -> None:
@@ -287,7 +273,7 @@ class ControlApi:
         try:
             group = await asyncio.wait_for(done, (timeout_ms or 0) / 1000)
         except TimeoutError:
-            current = coordinator.groups.get(group_id)
+            current = coordinator.group_detail(group_id)
             return _error(
                 408,
                 f"timed out after {timeout_ms} ms waiting for group {group_id!r}",
@@ -324,9 +310,9 @@ class ControlApi:
             return _error(404, str(missing))
         except Conflict as conflict:
             return _error(409, str(conflict))
-        group = self._group(request)
-        assert group is not None
-        return _json(group_summary(group))
+        summary = self.server.coordinator.group_summary(request.match_info["group"])
+        assert summary is not None
+        return _json(group_summary(summary))
 
     # -- fault rules ----------------------------------------------------------------------
 

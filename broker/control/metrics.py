@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from broker.coordinator.group import GroupState
+from broker.coordinator.classic.state import GroupState
 from broker.events.hub import Record
 from broker.server.stats import LATENCY_BUCKETS
 from protocol.apis import kafka_name
@@ -49,12 +49,12 @@ class _ScrapeTime(Collector):
         yield requests
         yield latency
 
-        groups = server.coordinator.groups.values()
+        groups = server.coordinator.group_summaries()
         by_state = GaugeMetricFamily("group_broker_groups", "Groups by state", labels=["state"])
         counts = {state.value: 0 for state in GroupState if state is not GroupState.DEAD}
         for group in groups:
-            if group.state.value in counts:
-                counts[group.state.value] += 1
+            if group.state in counts:
+                counts[group.state] += 1
         for state, count in counts.items():
             by_state.add_metric([state], count)
         yield by_state
@@ -62,9 +62,9 @@ class _ScrapeTime(Collector):
         generation = GaugeMetricFamily("group_broker_group_generation", "Generation of each group", labels=["group"])
         total = 0
         for group in groups:
-            members.add_metric([group.group_id], len(group.members))
+            members.add_metric([group.group_id], group.member_count)
             generation.add_metric([group.group_id], group.generation_id)
-            total += len(group.members)
+            total += group.member_count
         yield members
         yield generation
         yield GaugeMetricFamily("group_broker_members", "Members of all groups", value=total)
@@ -130,7 +130,6 @@ class BrokerMetrics:
             self.eviction_delay.labels(record["cause"]).observe(record["since_last_heartbeat_ms"] / 1000)
         elif name == "referee_violation":
             self.violations.labels(group, record["kind"]).inc()
-
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

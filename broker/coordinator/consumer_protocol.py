@@ -56,6 +56,13 @@ class Assignment:
     partitions: tuple[tuple[str, tuple[int, ...]], ...]
     user_data: bytes | None
 
+    def by_topic(self) -> dict[str, list[int]]:
+        """Partitions per topic, sorted and without repeats, topics in name order (a topic may be listed twice)."""
+        merged: dict[str, set[int]] = {}
+        for topic, partitions in self.partitions:
+            merged.setdefault(topic, set()).update(partitions)
+        return {topic: sorted(merged[topic]) for topic in sorted(merged)}
+
 
 # -- decoding ---------------------------------------------------------------------------
 

@@ -12,16 +12,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from broker.coordinator.consumer_protocol import (
-    Assignment,
     ConsumerProtocolError,
     Subscription,
     decode_assignment,
     decode_subscription,
 )
 
-__all__ = ["Move", "TopicPartitions", "Verdict", "Violation", "judge"]
+__all__ = ["COOPERATIVE_PROTOCOLS", "Move", "TopicPartitions", "Verdict", "Violation", "judge"]
 
 TopicPartitions = dict[str, list[int]]  # topic -> sorted partitions
+
+#: Assignors that revoke before they reassign (KIP-429): a partition may be unowned for one generation.
+COOPERATIVE_PROTOCOLS = frozenset({"cooperative-sticky"})
 
 DOUBLE_OWNER = "double_owner"
 UNOWNED = "unowned"
@@ -87,7 +89,7 @@ def judge(
         if member_id not in subscriptions:
             violations.append(Violation(UNKNOWN_MEMBER, None, None, (member_id,)))
             continue
-        partitions = _merged(assignment)
+        partitions = assignment.by_topic()
         assignments[member_id] = partitions
         for topic, ids in partitions.items():
             for partition in ids:
@@ -121,14 +123,6 @@ def judge(
     violations.sort(key=_violation_order)
     moved = () if previous is None else _moves(_owner_sets(previous), owners, doubles)
     return Verdict(assignments, moved, unowned, tuple(violations))
-
-
-def _merged(assignment: Assignment) -> TopicPartitions:
-    """One member's partitions by topic, sorted and without repeats (a topic may be listed twice)."""
-    by_topic: dict[str, set[int]] = {}
-    for topic, partitions in assignment.partitions:
-        by_topic.setdefault(topic, set()).update(partitions)
-    return {topic: sorted(by_topic[topic]) for topic in sorted(by_topic)}
 
 
 def _being_revoked(subscriptions: Iterable[Subscription]) -> set[_Partition]:

@@ -27,13 +27,13 @@ Action = Callable[[], None]
 class Deadline:
     """A key's armed deadline; ``schedule`` returns it so a hot caller can move it without a keyed lookup."""
 
-    __slots__ = ("action", "armed_at", "deadline", "key", "live")
+    __slots__ = ("action", "armed_at", "due_ms", "key", "live")
 
-    def __init__(self, key: Hashable, deadline: int, action: Action) -> None:
+    def __init__(self, key: Hashable, due_ms: int, action: Action) -> None:
         self.key = key
-        self.deadline = deadline
+        self.due_ms = due_ms  # when the action fires, by the purgatory's clock
         self.action = action
-        self.armed_at = deadline  # the time of its newest heap slot
+        self.armed_at = due_ms  # the time of its newest heap slot
         self.live = True  # False once fired or cancelled
 
 
@@ -50,14 +50,14 @@ class Purgatory:
         self._wakeup = wakeup
 
     def schedule(self, key: Hashable, delay_ms: int, action: Action) -> Deadline:
-        deadline = self._clock.now_ms() + (delay_ms if delay_ms > 0 else 0)
+        due_ms = self._clock.now_ms() + (delay_ms if delay_ms > 0 else 0)
         entry = self._entries.get(key)
         if entry is None:
-            entry = self._entries[key] = Deadline(key, deadline, action)
+            entry = self._entries[key] = Deadline(key, due_ms, action)
             self._push(entry)
         else:
             entry.action = action
-            self._move(entry, deadline)
+            self._move(entry, due_ms)
         return entry
 
     def postpone(self, armed: Deadline, delay_ms: int) -> bool:
@@ -71,10 +71,10 @@ class Purgatory:
         self._move(armed, self._clock.now_ms() + (delay_ms if delay_ms > 0 else 0))
         return True
 
-    def _move(self, entry: Deadline, deadline: int) -> None:
-        entry.deadline = deadline
-        if deadline < entry.armed_at:
-            entry.armed_at = deadline
+    def _move(self, entry: Deadline, due_ms: int) -> None:
+        entry.due_ms = due_ms
+        if due_ms < entry.armed_at:
+            entry.armed_at = due_ms
             self._push(entry)
 
     def cancel(self, key: Hashable) -> None:
@@ -84,7 +84,7 @@ class Purgatory:
 
     def deadline(self, key: Hashable) -> int | None:
         entry = self._entries.get(key)
-        return None if entry is None else entry.deadline
+        return None if entry is None else entry.due_ms
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._entries
@@ -109,8 +109,8 @@ class Purgatory:
             if _stale(slot):
                 continue
             entry = slot[2]
-            if entry.deadline > now:
-                entry.armed_at = entry.deadline
+            if entry.due_ms > now:
+                entry.armed_at = entry.due_ms
                 self._push(entry)
                 continue
             del self._entries[entry.key]

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.classic.group import ClassicGroup
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.coordinator import GroupCoordinator
-from broker.coordinator.group import ClassicGroup, GroupState
 from broker.coordinator.messages import (
     Client,
     CommitRequest,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
-from broker.coordinator.group import GroupState, heartbeat_key
+from broker.timing.keys import heartbeat_key
 from tests.coordinator.harness import GROUP, SESSION_MS, E, stable_static_group
 from tests.coordinator.test_events import EventHarness, assert_events, assign
 

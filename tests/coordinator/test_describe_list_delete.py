@@ -13,7 +13,7 @@ Not applicable:
 
 from __future__ import annotations
 
-from broker.coordinator.group import GroupState
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import (
     DescribedMember,
     FetchedOffset,

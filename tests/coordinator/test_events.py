@@ -11,22 +11,25 @@ import ast
 import itertools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.consumer_protocol import Assignment, encode_assignment
 from broker.coordinator.coordinator import GroupCoordinator
-from broker.coordinator.group import GroupState
 from broker.coordinator.messages import CommitRequest, LeavingMember, PartitionCommit
+from broker.events import names as event_names
 from broker.events.hub import EventHub, Record
 from broker.timing.purgatory import Purgatory
 from tests.coordinator.harness import GROUP, REBALANCE_MS, SESSION_MS, E, Harness, stable_static_group
 
 ROOT = Path(__file__).resolve().parents[2]
-COORDINATOR_SOURCE = ROOT / "broker" / "coordinator" / "coordinator.py"
+COORDINATOR_PACKAGE = ROOT / "broker" / "coordinator"
 EVENTS_DOC = ROOT / "docs" / "events.md"
 
 Expected = Sequence[tuple[str, dict[str, Any]]]
@@ -633,66 +636,46 @@ def test_sequence_and_time_across_a_whole_life() -> None:
 # -- the documentation --------------------------------------------------------------------------------------------
 
 
-def _emitted_event_names(source: str) -> set[str]:
-    """Every string literal the coordinator passes as an event name.
+def _emitted_event_names(sources: Iterable[str]) -> set[str]:
+    """Every event name the coordinator's modules pass to an emit call.
 
-    Direct calls are ``self._emit("name", ...)`` and ``self.events.emit("name", ...)``. A helper that takes the
-    name as a parameter and hands it on (``_remove_member(group, member, "member_left", ...)``) is followed too,
-    so names that only ever travel through such a helper are not missed.
+    Events are named by the constants of ``broker/events/names.py`` (``names.MEMBER_LEFT``), never by string
+    literals: a literal, or any other expression, fails the collection. The one call that hands on a name it was
+    given (``self._hub.emit(event, ...)`` inside ``GroupEventLog._emit``) is the forwarder and is skipped.
     """
-    tree = ast.parse(source)
-    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
-
-    def is_emit(call: ast.Call) -> bool:
-        func = call.func
-        if not isinstance(func, ast.Attribute) or not call.args:
-            return False
-        if func.attr == "_emit":
-            return True
-        return func.attr == "emit" and isinstance(func.value, ast.Attribute) and func.value.attr == "events"
-
-    def emit_calls(node: ast.AST) -> list[ast.Call]:
-        return [call for call in ast.walk(node) if isinstance(call, ast.Call) and is_emit(call)]
-
-    names: set[str] = set()
-    forwarders: dict[str, tuple[int, str]] = {}  # function -> (position of the name parameter without self, name)
-    for name, function in functions.items():
-        params = [arg.arg for arg in function.args.args]
-        for call in emit_calls(function):
+    found: set[str] = set()
+    for source in sources:
+        for call in ast.walk(ast.parse(source)):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.args):
+                continue
+            if call.func.attr not in ("emit", "_emit"):
+                continue
             first = call.args[0]
-            if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                names.add(first.value)
-            elif isinstance(first, ast.Name) and first.id in params and name not in ("_emit",):
-                position = params.index(first.id) - (1 if params and params[0] == "self" else 0)
-                forwarders[name] = (position, first.id)
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        forward = forwarders.get(node.func.attr)
-        if forward is None:
-            continue
-        position, keyword = forward
-        candidates = [node.args[position]] if len(node.args) > position else []
-        candidates += [kw.value for kw in node.keywords if kw.arg == keyword]
-        for candidate in candidates:
-            assert isinstance(candidate, ast.Constant) and isinstance(candidate.value, str), ast.dump(candidate)
-            names.add(candidate.value)
-    return names
+            if isinstance(first, ast.Name) and first.id == "event":
+                continue
+            assert isinstance(first, ast.Attribute) and isinstance(first.value, ast.Name), ast.dump(first)
+            assert first.value.id == "names", ast.dump(first)
+            found.add(getattr(event_names, first.attr))
+    return found
+
+
+def _coordinator_sources() -> list[str]:
+    return [path.read_text() for path in sorted(COORDINATOR_PACKAGE.rglob("*.py"))]
 
 
 def test_the_event_name_collector_finds_every_kind_of_call() -> None:
-    names = _emitted_event_names(COORDINATOR_SOURCE.read_text())
+    names = _emitted_event_names(_coordinator_sources())
     contract = {
         "group_created",
         "member_joined",
         "member_rejoined",
         "member_left",
-        "member_expired",  # only ever emitted through _remove_member
+        "member_expired",
         "member_fenced",
         "rebalance_started",
         "join_completed",
         "sync_completed",
-        "state_changed",  # emitted through self.events.emit
+        "state_changed",
         "group_emptied",
         "group_deleted",
         "offsets_committed",
@@ -700,10 +683,16 @@ def test_the_event_name_collector_finds_every_kind_of_call() -> None:
         "offsets_expired",
     }
     assert names >= contract, contract - names
+    assert names <= event_names.EVENTS, names - event_names.EVENTS
+
+
+def test_the_event_name_collector_rejects_a_literal_name() -> None:
+    with pytest.raises(AssertionError):
+        _emitted_event_names(['self._emit("member_left", group, {})'])
 
 
 def test_every_emitted_event_is_documented() -> None:
-    names = _emitted_event_names(COORDINATOR_SOURCE.read_text())
+    names = _emitted_event_names(_coordinator_sources())
     assert EVENTS_DOC.exists(), f"{EVENTS_DOC} does not exist; it must document {sorted(names)}"
     doc = EVENTS_DOC.read_text()
     undocumented = sorted(name for name in names if not re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", doc))

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.group import CommittedOffset, GroupState, heartbeat_key
+from broker.coordinator.classic.group import CommittedOffset
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import CommitRequest, FetchedOffset, PartitionCommit
+from broker.timing.keys import heartbeat_key
 from tests.coordinator.harness import GROUP, SESSION_MS, E, Harness
 
 Offsets = dict[tuple[str, int], int]

@@ -10,7 +10,7 @@ Not applicable:
 
 from __future__ import annotations
 
-from broker.coordinator.group import GroupState
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import CommitRequest, FetchedOffset, GroupOffsets, PartitionCommit
 from tests.coordinator.harness import GROUP, E, Harness
 

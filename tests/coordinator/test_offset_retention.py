@@ -9,8 +9,9 @@ Not applicable: "offsets with pending transactional commits never expire" (no tr
 
 from __future__ import annotations
 
+from broker.coordinator.classic.member import Protocols
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.config import GroupConfig
-from broker.coordinator.group import GroupState, Protocols
 from broker.coordinator.messages import CommitRequest, JoinResult, PartitionCommit
 from broker.timing.deferred import Deferred
 from tests.coordinator.harness import GROUP, PROTOCOLS, E, Harness

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.consumer_protocol import Subscription, encode_subscription
-from broker.coordinator.group import GroupState
 from broker.coordinator.messages import SyncResult
 from broker.events.hub import Record
 from tests.coordinator.harness import GROUP, E, Harness

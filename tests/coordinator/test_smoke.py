@@ -1,4 +1,4 @@
-from broker.coordinator.group import GroupState
+from broker.coordinator.classic.state import GroupState
 from tests.coordinator.harness import E, Harness
 
 

@@ -12,9 +12,11 @@ the coordinator schedules the expiration sweep and that every member carries a s
 
 from __future__ import annotations
 
+from broker.coordinator.classic.group import ClassicGroup
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.config import GroupConfig
-from broker.coordinator.group import ClassicGroup, GroupState, heartbeat_key
 from broker.coordinator.messages import JoinResult, LeaveResult, LeavingMember, SyncResult
+from broker.timing.keys import heartbeat_key
 from tests.coordinator.harness import GROUP, SESSION_MS, E, Harness
 
 
@@ -92,7 +94,7 @@ def test_151_unload_while_completing_rebalance_answers_parked_syncs_not_coordina
     h.coordinator.shutdown()
 
     assert [s.value for s in syncs] == [SyncResult(E.not_coordinator), SyncResult(E.not_coordinator)]
-    assert all(m.sync_pending is None for m in group.members.values())
+    assert all(m.sync_answer is None for m in group.members.values())
     assert state_of(group) is GroupState.DEAD
     assert group.previous_state is GroupState.COMPLETING_REBALANCE
     assert group.sync_key not in h.purgatory

@@ -1,45 +1,42 @@
-"""The classic group and its members: data and the rules that belong to the data.
+"""The classic group: data and the rules that belong to the data (Kafka's ``ClassicGroup``).
 
-What happens *when* (requests, timers, parked answers) lives in
-``coordinator.py``; this module only knows what a group is and which state
-changes are legal, mirroring Kafka's ``ClassicGroup``/``ClassicGroupMember``.
+What happens *when* (requests, timers, parked answers) lives in the handlers of this package; this module only
+knows what a group is, who may speak for a member, and which state changes are legal (``state.py``).
+Section numbers refer to ``docs/spec/group-coordinator.md`` (4: the data model, 5: the states).
 """
 
 from __future__ import annotations
 
-import enum
-import struct
 from collections import Counter
 from dataclasses import dataclass
 
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.classic.member import Member, Protocols
+from broker.coordinator.classic.state import (
+    COMPLETING,
+    DEAD,
+    EMPTY,
+    PREPARING,
+    VALID_PREVIOUS_STATES,
+    GroupState,
+    IllegalStateTransition,
+)
+from broker.coordinator.consumer_protocol import ConsumerProtocolError, decode_subscription
 from broker.coordinator.messages import JoinResult, SyncResult
 from broker.timing.deferred import Deferred
-from broker.timing.purgatory import Deadline
+from broker.timing.keys import GroupKey, heartbeat_key, join_key, sync_key
 
-Protocols = tuple[tuple[str, bytes], ...]
-
-
-class GroupState(enum.Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
+# Kafka's canRebalance: the states a rebalance may start from are those PreparingRebalance may follow.
+_CAN_REBALANCE = VALID_PREVIOUS_STATES[PREPARING]
 
 
-_VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
-    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
-    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
-    GroupState.DEAD: frozenset(GroupState),
-}
+class MemberError(Exception):
+    """A request named a member the group does not recognise (``ClassicGroup.validateMember``)."""
 
-_CAN_REBALANCE = frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY})
-
-
-class IllegalStateTransition(RuntimeError):
-    pass
+    def __init__(self, error: ErrorCode) -> None:
+        super().__init__(error.name)
+        self.error = error
 
 
 @dataclass(slots=True)
@@ -51,107 +48,29 @@ class CommittedOffset:
     expire_timestamp_ms: int | None = None
 
 
-class Member:
-    __slots__ = (
-        "assignment",
-        "client_host",
-        "client_id",
-        "expiry",
-        "group_instance_id",
-        "heartbeat_key",
-        "is_new",
-        "join_pending",
-        "last_heartbeat_ms",
-        "member_id",
-        "protocol_type",
-        "protocols",
-        "rebalance_timeout_ms",
-        "session_timeout_ms",
-        "sync_pending",
-    )
-
-    def __init__(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-    ) -> None:
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.session_timeout_ms = session_timeout_ms
-        self.protocol_type = protocol_type
-        self.protocols = protocols
-        self.assignment = b""
-        self.join_pending: Deferred[JoinResult] | None = None
-        self.sync_pending: Deferred[SyncResult] | None = None
-        self.is_new = False
-        self.heartbeat_key = heartbeat_key(group_id, member_id)
-        self.expiry: Deadline | None = None  # the armed deadline under heartbeat_key, when known
-        self.last_heartbeat_ms = 0
-
-    @property
-    def is_static(self) -> bool:
-        return self.group_instance_id is not None
-
-    @property
-    def is_awaiting_join(self) -> bool:
-        return self.join_pending is not None
-
-    @property
-    def has_satisfied_heartbeat(self) -> bool:
-        """A parked request proves the member is alive, unless it has never had an answer."""
-        return not self.is_new and (self.join_pending is not None or self.sync_pending is not None)
-
-    def matches(self, protocols: Protocols) -> bool:
-        return self.protocols == protocols
-
-    def metadata(self, protocol_name: str) -> bytes:
-        for name, metadata in self.protocols:
-            if name == protocol_name:
-                return metadata
-        raise KeyError(protocol_name)
-
-    def vote(self, candidates: set[str]) -> str:
-        for name, _ in self.protocols:
-            if name in candidates:
-                return name
-        raise ValueError("member supports none of the candidate protocols")
-
-
-def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("heartbeat", group_id, member_id)
-
-
 class ClassicGroup:
     def __init__(self, group_id: str, now_ms: int) -> None:
         self.group_id = group_id
-        self.state = GroupState.EMPTY
-        self.previous_state = GroupState.DEAD
+        self.state = EMPTY
+        self.previous_state = DEAD
         self.state_timestamp_ms = now_ms
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
         self.leader_id: str | None = None
         self.members: dict[str, Member] = {}
-        self.static_members: dict[str, str] = {}
-        self.pending_join_members: set[str] = set()
-        self.pending_sync_members: set[str] = set()
+        self.static_members: dict[str, str] = {}  # group.instance.id -> member id
+        # KIP-394: member ids handed out with MEMBER_ID_REQUIRED, awaiting their second JoinGroup.
+        self.pending_members: set[str] = set()
+        # Members of the current generation that have not sent their SyncGroup (Kafka's pendingSyncMembers).
+        self.not_yet_synced: set[str] = set()
         self.supported_protocols: Counter[str] = Counter()
         self.awaiting_join_count = 0
         self.new_member_added = False
         self.subscribed_topics: frozenset[str] | None = None
         self.offsets: dict[tuple[str, int], CommittedOffset] = {}
-        self.join_key = ("join", group_id)
-        self.sync_key = ("sync", group_id)
+        self.join_key: GroupKey = join_key(group_id)
+        self.sync_key: GroupKey = sync_key(group_id)
         # For events only: when the current rebalance began, and the last generation's decoded assignment.
         self.rebalance_started_ms = now_ms
         self.assignment_view: dict[str, dict[str, list[int]]] | None = None
@@ -166,7 +85,7 @@ class ClassicGroup:
         return self.state in _CAN_REBALANCE
 
     def transition_to(self, state: GroupState, now_ms: int) -> None:
-        if self.state not in _VALID_PREVIOUS[state]:
+        if self.state not in VALID_PREVIOUS_STATES[state]:
             raise IllegalStateTransition(f"group {self.group_id!r} cannot go from {self.state.value} to {state.value}")
         self.previous_state = self.state
         self.state = state
@@ -178,13 +97,26 @@ class ClassicGroup:
         return member_id in self.members
 
     def is_pending_member(self, member_id: str) -> bool:
-        return member_id in self.pending_join_members
+        return member_id in self.pending_members
 
     def static_member_id(self, instance_id: str | None) -> str | None:
         return None if instance_id is None else self.static_members.get(instance_id)
 
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
+
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> Member:
+        """The member a request speaks for; a static member's instance id must still map to this member id."""
+        if group_instance_id is not None:
+            static_id = self.static_members.get(group_instance_id)
+            if static_id is None:
+                raise MemberError(ErrorCode.unknown_member_id)
+            if static_id != member_id:
+                raise MemberError(ErrorCode.fenced_instance_id)
+        member = self.members.get(member_id)
+        if member is None:
+            raise MemberError(ErrorCode.unknown_member_id)
+        return member
 
     def add_member(self, member: Member, join: Deferred[JoinResult] | None) -> None:
         if member.group_instance_id is not None and member.group_instance_id in self.static_members:
@@ -196,29 +128,25 @@ class ClassicGroup:
         self.members[member.member_id] = member
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
-        for name, _ in member.protocols:
-            self.supported_protocols[name] += 1
+        self._count_protocols(member.protocols, 1)
         if join is not None:
-            member.join_pending = join
+            member.join_answer = join
             self.awaiting_join_count += 1
-        self.pending_join_members.discard(member.member_id)
+        self.pending_members.discard(member.member_id)
 
     def remove_member(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
-        for name, _ in member.protocols:
-            self.supported_protocols[name] -= 1
-            if self.supported_protocols[name] <= 0:
-                del self.supported_protocols[name]
-        if member.join_pending is not None:
+        self._count_protocols(member.protocols, -1)
+        if member.join_answer is not None:
             self.awaiting_join_count -= 1
         if member.group_instance_id is not None:
             self.static_members.pop(member.group_instance_id, None)
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
-        self.pending_join_members.discard(member_id)
-        self.pending_sync_members.discard(member_id)
+        self.pending_members.discard(member_id)
+        self.not_yet_synced.discard(member_id)
         return member
 
     def update_member(
@@ -229,28 +157,30 @@ class ClassicGroup:
         session_timeout_ms: int,
         join: Deferred[JoinResult] | None,
     ) -> None:
-        for name, _ in member.protocols:
-            self.supported_protocols[name] -= 1
-            if self.supported_protocols[name] <= 0:
-                del self.supported_protocols[name]
-        for name, _ in protocols:
-            self.supported_protocols[name] += 1
+        self._count_protocols(member.protocols, -1)
+        self._count_protocols(protocols, 1)
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        if join is not None and member.join_pending is None:
+        if join is not None and member.join_answer is None:
             self.awaiting_join_count += 1
-        elif join is None and member.join_pending is not None:
+        elif join is None and member.join_answer is not None:
             self.awaiting_join_count -= 1
-        member.join_pending = join
+        member.join_answer = join
 
     def take_join(self, member: Member) -> Deferred[JoinResult] | None:
         """Detach the member's parked JoinGroup, keeping the awaiting count right."""
-        join = member.join_pending
+        join = member.join_answer
         if join is not None:
-            member.join_pending = None
+            member.join_answer = None
             self.awaiting_join_count -= 1
         return join
+
+    def take_sync(self, member: Member) -> Deferred[SyncResult] | None:
+        """Detach the member's parked SyncGroup, so that exactly one path answers it."""
+        sync = member.sync_answer
+        member.sync_answer = None
+        return sync
 
     def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
         member = self.members.pop(old_id)
@@ -265,18 +195,26 @@ class ClassicGroup:
         return member
 
     def has_all_members_joined(self) -> bool:
-        return len(self.members) == self.awaiting_join_count and not self.pending_join_members
+        return len(self.members) == self.awaiting_join_count and not self.pending_members
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def not_yet_rejoined(self) -> list[Member]:
-        return [m for m in self.members.values() if m.join_pending is None]
+        return [m for m in self.members.values() if m.join_answer is None]
 
     # -- protocols ---------------------------------------------------------------
 
+    def _count_protocols(self, protocols: Protocols, delta: int) -> None:
+        """Kafka's incSupportedProtocols/decSupportedProtocols: members supporting each protocol name."""
+        supported = self.supported_protocols
+        for name, _ in protocols:
+            supported[name] += delta
+            if supported[name] <= 0:
+                del supported[name]
+
     def supports_protocols(self, protocol_type: str, names: set[str]) -> bool:
-        if self.is_in(GroupState.EMPTY):
+        if self.is_in(EMPTY):
             return bool(protocol_type) and bool(names)
         member_count = len(self.members)
         return protocol_type == self.protocol_type and any(
@@ -297,21 +235,21 @@ class ClassicGroup:
         return votes.most_common(1)[0][0]
 
     def update_subscribed_topics(self) -> None:
-        """Topics the group consumes, from the members' ConsumerProtocol subscriptions."""
+        """Topics the group consumes, from the members' ConsumerProtocol subscriptions (None: unknown)."""
         if self.protocol_type != "consumer" or self.protocol_name is None:
             self.subscribed_topics = None if self.members else frozenset()
             return
         topics: set[str] = set()
         for member in self.members.values():
             try:
-                topics.update(parse_subscription_topics(member.metadata(self.protocol_name)))
-            except (KeyError, ValueError, struct.error, UnicodeDecodeError):
+                topics.update(decode_subscription(member.metadata(self.protocol_name)).topics)
+            except (KeyError, ConsumerProtocolError):
                 self.subscribed_topics = None
                 return
         self.subscribed_topics = frozenset(topics)
 
     def is_subscribed_to(self, topic: str) -> bool:
-        if self.is_in(GroupState.EMPTY):
+        if self.is_in(EMPTY):
             return False
         if self.subscribed_topics is None:
             return self.protocol_type == "consumer"
@@ -324,26 +262,9 @@ class ClassicGroup:
         if self.members:
             self.protocol_name = self.select_protocol()
             self.update_subscribed_topics()
-            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+            self.transition_to(COMPLETING, now_ms)
         else:
             self.protocol_name = None
             self.subscribed_topics = frozenset()
-            self.transition_to(GroupState.EMPTY, now_ms)
-        self.pending_sync_members.clear()
-
-
-def parse_subscription_topics(metadata: bytes) -> list[str]:
-    """Topics of a ConsumerProtocol subscription (any version: they share the prefix)."""
-    version, count = struct.unpack_from(">hi", metadata, 0)
-    if version < 0 or count < 0:
-        raise ValueError("not a consumer protocol subscription")
-    offset = 6
-    topics = []
-    for _ in range(count):
-        (length,) = struct.unpack_from(">h", metadata, offset)
-        offset += 2
-        if length < 0 or offset + length > len(metadata):
-            raise ValueError("truncated topic name")
-        topics.append(metadata[offset : offset + length].decode())
-        offset += length
-    return topics
+            self.transition_to(EMPTY, now_ms)
+        self.not_yet_synced.clear()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from broker.coordinator.group import GroupState, heartbeat_key
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import JoinResult, SyncResult
 from broker.timing.deferred import Deferred
+from broker.timing.keys import heartbeat_key
 from tests.coordinator.harness import GROUP, REBALANCE_MS, SESSION_MS, E, Harness
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
@@ -243,16 +244,16 @@ def test_52_pending_member_that_never_rejoins_is_dropped_after_its_session() -> 
     pending = answered(h.join(version=4, session_ms=pending_session))
     assert pending.error is E.member_id_required
     group = h.group()
-    assert group.pending_join_members == {pending.member_id}
+    assert group.pending_members == {pending.member_id}
     assert h.state() is GroupState.STABLE
     assert deadline_in(h, pending.member_id) == pending_session
 
     h.advance(pending_session // 2)
     assert h.heartbeat(member, 1) is E.none
     h.advance(pending_session // 2 - 1)
-    assert group.pending_join_members == {pending.member_id}
+    assert group.pending_members == {pending.member_id}
     h.advance(1)
-    assert group.pending_join_members == set()
+    assert group.pending_members == set()
     assert list(group.members) == [member]
     assert h.state() is GroupState.STABLE
     assert group.generation_id == 1
@@ -282,8 +283,8 @@ def test_53_expiry_of_an_already_removed_member_is_a_no_op() -> None:
     assert group.generation_id == 1
     assert h.heartbeat(new_id, 1, instance_id="inst") is E.none
 
-    h.coordinator._on_heartbeat_expired(GROUP, "no-such-member")
-    h.coordinator._on_heartbeat_expired("no-such-group", new_id)
+    h.coordinator._sessions.on_expired(GROUP, "no-such-member")
+    h.coordinator._sessions.on_expired("no-such-group", new_id)
     assert list(group.members) == [new_id]
     assert h.state() is GroupState.STABLE
     assert "no-such-group" not in h.coordinator.groups

@@ -1,4 +1,4 @@
-"""LeaveGroup scenarios: checklist items 80-92 of shared/spec/kafka-group-coordinator.md (sections 10, 21).
+"""LeaveGroup scenarios: checklist items 80-92 of docs/spec/group-coordinator.md (sections 10, 21).
 
 The coordinator answers in the v3+ shape (top-level error + one answer per identity). Folding that into the v0-2
 response (top-level error = the first member's error, e.g. UNKNOWN_MEMBER_ID for an unknown group in item 80) is the
@@ -7,8 +7,9 @@ API layer's job and is covered by the wire tests.
 
 from __future__ import annotations
 
-from broker.coordinator.group import GroupState, heartbeat_key
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import JoinResult, LeaveResult, LeavingMember, LeftMember
+from broker.timing.keys import heartbeat_key
 from tests.coordinator.harness import GROUP, E, Harness, stable_static_group
 
 LEADER_INSTANCE = "leader-instance"
@@ -191,7 +192,7 @@ def test_90_batch_leave_unknown_instance_and_pending_member() -> None:
         E.none, (LeftMember("", "unknown-instance", E.unknown_member_id), LeftMember(pending, None, E.none))
     )
     group = h.group()
-    assert not group.pending_join_members
+    assert not group.pending_members
     assert heartbeat_key(GROUP, pending) not in h.purgatory
     # with the pending member gone the join phase completes with the two members
     assert h.state() is GroupState.COMPLETING_REBALANCE
@@ -217,7 +218,7 @@ def test_91_batch_leave_joined_pending_and_unknown_members() -> None:
     )
     group = h.group()
     assert set(group.members) == {leader}
-    assert not group.pending_join_members
+    assert not group.pending_members
     assert group.state is GroupState.PREPARING_REBALANCE
     assert h.heartbeat(leader, 1) is E.rebalance_in_progress
     assert h.heartbeat(follower, 1) is E.unknown_member_id

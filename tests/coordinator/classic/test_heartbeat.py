@@ -1,8 +1,9 @@
-"""Heartbeat scenarios: checklist items 72-79 of shared/spec/kafka-group-coordinator.md (sections 9, 21)."""
+"""Heartbeat scenarios: checklist items 72-79 of docs/spec/group-coordinator.md (sections 9, 21)."""
 
 from __future__ import annotations
 
-from broker.coordinator.group import GroupState, heartbeat_key
+from broker.coordinator.classic.state import GroupState
+from broker.timing.keys import heartbeat_key
 from tests.coordinator.harness import GROUP, SESSION_MS, E, Harness, stable_static_group
 
 

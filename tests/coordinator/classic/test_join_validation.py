@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.config import INT32_MAX, GroupConfig
-from broker.coordinator.group import GroupState
 from broker.coordinator.messages import JoinedMember, JoinResult
 from broker.timing.deferred import Deferred
 from tests.coordinator.harness import GROUP, PROTOCOLS, E, Harness, subscription
@@ -147,7 +147,7 @@ def test_10_second_member_with_other_protocol_type_is_inconsistent() -> None:
     assert_join_error(answered(h.join(protocol_type="connect", version=3)), E.inconsistent_group_protocol, "")
     assert_join_error(answered(h.join(protocol_type="connect")), E.inconsistent_group_protocol, "")
     assert len(h.group().members) == 1
-    assert h.group().pending_join_members == set()
+    assert h.group().pending_members == set()
     assert h.state() is GroupState.COMPLETING_REBALANCE
 
 
@@ -158,7 +158,7 @@ def test_11_empty_protocol_type_is_inconsistent() -> None:
     assert_join_error(answered(h.join(protocol_type="", version=3)), E.inconsistent_group_protocol, "")
     assert_join_error(answered(h.join(protocol_type="", instance_id="inst")), E.inconsistent_group_protocol, "")
     assert h.group().members == {}
-    assert h.group().pending_join_members == set()
+    assert h.group().pending_members == set()
     assert h.state() is GroupState.EMPTY
 
 
@@ -240,11 +240,11 @@ def test_18_two_step_join_with_bad_protocols_keeps_member_pending() -> None:
     assert first.leader == ""
     assert first.members == ()
     member_id = first.member_id
-    assert h.group().pending_join_members == {member_id}
+    assert h.group().pending_members == {member_id}
     assert h.state() is GroupState.EMPTY
 
     assert_join_error(answered(h.join(member_id, protocols=(), version=4)), E.inconsistent_group_protocol, member_id)
-    assert h.group().pending_join_members == {member_id}
+    assert h.group().pending_members == {member_id}
     assert h.group().members == {}
     assert h.state() is GroupState.EMPTY
 
@@ -255,7 +255,7 @@ def test_18_two_step_join_with_bad_protocols_keeps_member_pending() -> None:
     assert result.member_id == member_id
     assert result.leader == member_id
     assert result.generation_id == 1
-    assert h.group().pending_join_members == set()
+    assert h.group().pending_members == set()
     assert list(h.group().members) == [member_id]
 
 

@@ -1,4 +1,4 @@
-"""Static membership (KIP-345) scenarios: checklist items 93-109 of shared/spec/kafka-group-coordinator.md
+"""Static membership (KIP-345) scenarios: checklist items 93-109 of docs/spec/group-coordinator.md
 (sections 7.3, 7.9, 12).
 
 Not testable on the coordinator:
@@ -8,7 +8,7 @@ Not testable on the coordinator:
 
 from __future__ import annotations
 
-from broker.coordinator.group import GroupState
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import JoinedMember, JoinResult, SyncResult
 from tests.coordinator.harness import E, Harness, stable_static_group, subscription
 
@@ -33,7 +33,7 @@ def test_93_static_member_joins_first() -> None:
     h = Harness()
     join = h.join(instance_id="instance", version=9)
     assert not join.done  # static members never get MEMBER_ID_REQUIRED
-    assert not h.group().pending_join_members
+    assert not h.group().pending_members
     h.advance(0)
     result = join.value
     assert result.error is E.none

@@ -1,4 +1,4 @@
-"""SyncGroup scenarios: checklist items 54-71 of shared/spec/kafka-group-coordinator.md (sections 8, 8.1, 21).
+"""SyncGroup scenarios: checklist items 54-71 of docs/spec/group-coordinator.md (sections 8, 8.1, 21).
 
 Not testable on the coordinator:
 * 66 (SyncGroup v5 with a null ProtocolType or ProtocolName -> INCONSISTENT_GROUP_PROTOCOL) is a KafkaApis-layer
@@ -9,8 +9,9 @@ Not testable on the coordinator:
 
 from __future__ import annotations
 
-from broker.coordinator.group import GroupState, heartbeat_key
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import JoinResult, LeavingMember, SyncRequest, SyncResult
+from broker.timing.keys import heartbeat_key
 from tests.coordinator.harness import GROUP, SESSION_MS, E, Harness
 
 REBALANCE_5S = 5_000  # shorter than the session timeout, so the sync deadline fires before any session expiry
@@ -73,7 +74,7 @@ def test_56_sync_with_wrong_generation_is_illegal_generation() -> None:
         assert_error_only(h.sync(leader.member_id, generation, {leader.member_id: b"x"}).value, E.illegal_generation)
     # nothing was stored or parked: the group still waits for its leader
     assert h.state() is GroupState.COMPLETING_REBALANCE
-    assert h.group().members[leader.member_id].sync_pending is None
+    assert h.group().members[leader.member_id].sync_answer is None
     assert h.group().members[leader.member_id].assignment == b""
 
 
@@ -195,7 +196,7 @@ def test_62_sync_v5_with_other_protocol_type_is_inconsistent_group_protocol() ->
     follower_sync = h.sync(follower.member_id, 1, protocol_type="whatever")
     assert_error_only(follower_sync.value, E.inconsistent_group_protocol)
     assert h.state() is GroupState.COMPLETING_REBALANCE
-    assert h.group().members[follower.member_id].sync_pending is None
+    assert h.group().members[follower.member_id].sync_answer is None
 
 
 def test_63_sync_v5_with_other_protocol_name_is_inconsistent_group_protocol() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.config import GroupConfig
-from broker.coordinator.group import GroupState
 from broker.coordinator.messages import JoinResult
 from broker.timing.deferred import Deferred
 from tests.coordinator.harness import E, Harness

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.config import GroupConfig
-from broker.coordinator.group import GroupState
 from broker.coordinator.messages import JoinResult
 from broker.timing.deferred import Deferred
 from tests.coordinator.harness import REBALANCE_MS, E, Harness
@@ -48,7 +48,7 @@ def test_21_new_member_rejected_when_full_while_preparing_rebalance() -> None:
     assert_max_size_reached(answered(h.join(version=3)))
     assert_max_size_reached(answered(h.join(version=9)))  # even the MEMBER_ID_REQUIRED step is refused
     assert_max_size_reached(answered(h.join(instance_id="extra")))
-    assert h.group().pending_join_members == set()
+    assert h.group().pending_members == set()
     assert len(h.group().members) == MAX_SIZE
     h.advance(INITIAL_JOIN_MS)
     assert [answered(j).error for j in joins] == [E.none] * MAX_SIZE
@@ -88,7 +88,7 @@ def test_22_two_step_dynamic_joins_over_max_size_split_the_same_way_twice() -> N
     assert [f.error for f in firsts] == [E.member_id_required] * n
     member_ids = [f.member_id for f in firsts]
     assert len(set(member_ids)) == n
-    assert h.group().pending_join_members == set(member_ids)
+    assert h.group().pending_members == set(member_ids)
 
     seconds = [h.join(m, version=4) for m in member_ids]
     h.advance(INITIAL_JOIN_MS)

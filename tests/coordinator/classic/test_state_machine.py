@@ -1,7 +1,7 @@
 """Unit rules of the classic group (Kafka's ClassicGroupTest): checklist items 144-149 (spec 4, 5, 13.2).
 
 Item 148's "pending member cannot be a full member" is modelled by ``add_member`` taking the id out of
-``pending_join_members``; the group has no separate add-pending-sync method, so "pending-sync only holds known
+``pending_members``; the group has no separate add-pending-sync method, so "pending-sync only holds known
 members" is checked through removal and join completion.
 """
 
@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from broker.coordinator.classic.group import ClassicGroup
+from broker.coordinator.classic.member import Member, Protocols
+from broker.coordinator.classic.state import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition
 from broker.coordinator.config import GroupConfig
-from broker.coordinator.group import (
-    ClassicGroup,
-    GroupState,
-    IllegalStateTransition,
-    Member,
-    Protocols,
-    parse_subscription_topics,
-)
+from broker.coordinator.consumer_protocol import decode_subscription
 from tests.coordinator.harness import GROUP, PROTOCOLS, E, Harness, subscription
 
 NOW = 1_000
@@ -100,6 +96,14 @@ def test_145_transition_table_is_complete() -> None:
     assert {(a, b) for a, b in LEGAL} | {(a, b) for a, b in ILLEGAL} == {(a, b) for a in S for b in S}
 
 
+def test_145_valid_previous_states_table_is_kafkas() -> None:
+    """The table the transition checks (ClassicGroupState.validPreviousStates) allows exactly LEGAL."""
+    assert set(VALID_PREVIOUS_STATES) == set(S)
+    assert {(source, target) for target, sources in VALID_PREVIOUS_STATES.items() for source in sources} == set(LEGAL)
+    # canRebalance: a rebalance may start exactly where PreparingRebalance may follow
+    assert {state for state in S if group_in(state).can_rebalance} == VALID_PREVIOUS_STATES[PREPARING]
+
+
 @pytest.mark.parametrize(("source", "target"), LEGAL)
 def test_145_legal_transition(source: GroupState, target: GroupState) -> None:
     group = group_in(source)
@@ -178,14 +182,14 @@ def test_146_supports_protocols() -> None:
 def test_147_init_next_generation_on_empty_group() -> None:
     group = group_in(PREPARING)
     group.protocol_name = "range"
-    group.pending_sync_members.add("ghost")
+    group.not_yet_synced.add("ghost")
     group.init_next_generation(NOW + 7)
     assert group.generation_id == 1
     assert group.state is EMPTY
     assert group.state_timestamp_ms == NOW + 7
     assert group.protocol_name is None
     assert group.subscribed_topics == frozenset()
-    assert group.pending_sync_members == set()
+    assert group.not_yet_synced == set()
 
 
 def test_147_init_next_generation_with_members() -> None:
@@ -212,7 +216,7 @@ def test_147_subscribed_topics_unknown_for_non_consumer_or_unparsable() -> None:
     other.transition_to(PREPARING, NOW)
     other.init_next_generation(NOW)
     assert other.subscribed_topics is None
-    assert parse_subscription_topics(subscription("x", "y")) == ["x", "y"]
+    assert decode_subscription(subscription("x", "y")).topics == ("x", "y")
 
 
 # -- 148 ------------------------------------------------------------------------------------
@@ -229,13 +233,13 @@ def test_148_adding_a_member_with_a_known_instance_id_fails() -> None:
 
 def test_148_pending_member_becomes_full_member_only_once() -> None:
     group = ClassicGroup(GROUP, NOW)
-    group.pending_join_members.add("p")
+    group.pending_members.add("p")
     assert group.is_pending_member("p")
     assert not group.has_all_members_joined()  # a pending member blocks join completion
     group.add_member(member("p"), None)
     assert not group.is_pending_member("p")
     assert group.has_member("p")
-    group.pending_join_members.add("q")
+    group.pending_members.add("q")
     assert group.remove_member("q") is None  # not a member: removal is a no-op...
     assert group.is_pending_member("q")
     group.add_member(member("q"), None)
@@ -243,23 +247,23 @@ def test_148_pending_member_becomes_full_member_only_once() -> None:
     assert not group.is_pending_member("q")
 
 
-def test_148_pending_sync_members_follow_membership_and_generation() -> None:
+def test_148_not_yet_synced_follow_membership_and_generation() -> None:
     h = Harness()
     first = h.join_new()
     second = h.join_new()
     h.advance(0)
     ids = {first.value.member_id, second.value.member_id}
     group = h.group()
-    assert group.pending_sync_members == ids
+    assert group.not_yet_synced == ids
     # a removed member leaves the pending-sync set
     assert h.leave(second.value.member_id).members[0].error is E.none
     # the leave started a new rebalance, which clears the set
     assert group.state is PREPARING
-    assert group.pending_sync_members == set()
+    assert group.not_yet_synced == set()
     rejoin = h.join(first.value.member_id)
     assert rejoin.value.error is E.none
-    assert group.pending_sync_members == {first.value.member_id}
-    assert group.pending_sync_members <= set(group.members)
+    assert group.not_yet_synced == {first.value.member_id}
+    assert group.not_yet_synced <= set(group.members)
 
 
 def test_148_remove_member_drops_it_from_pending_sync() -> None:
@@ -268,12 +272,12 @@ def test_148_remove_member_drops_it_from_pending_sync() -> None:
     group.add_member(member("b"), None)
     group.transition_to(PREPARING, NOW)
     group.init_next_generation(NOW)
-    group.pending_sync_members.update({"a", "b"})
+    group.not_yet_synced.update({"a", "b"})
     group.remove_member("b")
-    assert group.pending_sync_members == {"a"}
+    assert group.not_yet_synced == {"a"}
     group.transition_to(PREPARING, NOW)
     group.init_next_generation(NOW)
-    assert group.pending_sync_members == set()
+    assert group.not_yet_synced == set()
 
 
 def test_148_leader_reelected_on_removal() -> None:

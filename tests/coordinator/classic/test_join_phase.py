@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.coordinator.group import GroupState
+from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import JoinResult, LeavingMember
 from broker.timing.deferred import Deferred
 from tests.coordinator.harness import E, Harness, subscription
@@ -151,7 +151,7 @@ def test_36_identical_rejoin_while_completing_gets_current_generation() -> None:
 
     assert h.state() is GroupState.COMPLETING_REBALANCE
     assert group.generation_id == 1
-    assert group.pending_sync_members == {leader, follower}
+    assert group.not_yet_synced == {leader, follower}
 
 
 # -- Join completion: who stays, who leads ---------------------------------------------------------------------
@@ -349,7 +349,7 @@ def group_with_pending_member(h: Harness) -> tuple[str, str, str, Deferred[JoinR
     assert pending.error is E.member_id_required
     follower_join = h.join(follower)
     group = h.group()
-    assert group.pending_join_members == {pending.member_id}
+    assert group.pending_members == {pending.member_id}
     assert group.awaiting_join_count == len(group.members) == 2
     assert h.state() is GroupState.PREPARING_REBALANCE  # the pending id holds completion back
     assert not leader_join.done and not follower_join.done
@@ -365,7 +365,7 @@ def test_42_join_completes_as_soon_as_the_pending_member_joins() -> None:
     assert result.generation_id == 2
     assert h.state() is GroupState.COMPLETING_REBALANCE
     assert set(h.group().members) == {leader, follower, pending_id}
-    assert h.group().pending_join_members == set()
+    assert h.group().pending_members == set()
     assert len(answered(leader_join).members) == 3
     assert answered(follower_join).generation_id == 2
 
@@ -380,7 +380,7 @@ def test_42_join_completes_without_the_pending_member_when_it_times_out() -> Non
     h.advance(1)
     assert h.state() is GroupState.COMPLETING_REBALANCE
     assert set(h.group().members) == {leader, follower}
-    assert h.group().pending_join_members == set()
+    assert h.group().pending_members == set()
     assert answered(leader_join).generation_id == answered(follower_join).generation_id == 2
     assert answered(h.join(pending_id, version=4)).error is E.unknown_member_id
 
@@ -395,7 +395,7 @@ def test_43_pending_member_leaving_lets_the_join_complete() -> None:
     left = h.leave(pending_id)
     assert left.error is E.none
     assert [(m.member_id, m.error) for m in left.members] == [(pending_id, E.none)]
-    assert h.group().pending_join_members == set()
+    assert h.group().pending_members == set()
     assert h.state() is GroupState.COMPLETING_REBALANCE
     assert set(h.group().members) == {leader, follower}
     assert answered(leader_join).generation_id == 2

@@ -1,0 +1,126 @@
+"""The classic groups of one coordinator, and the changes to them that every handler makes the same way.
+
+Kafka's ``GroupMetadataManager`` keeps its groups and these shared steps together: creating and deleting a group,
+moving it to a new state (and saying so), removing a member or a KIP-394 pending member, extending a member's
+session and unloading everything (section 16 of ``docs/spec/group-coordinator.md``). Nothing here decides *when*
+to rebalance: the handlers do, through ``rebalance.py``.
+"""
+
+from __future__ import annotations
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.classic.group import ClassicGroup
+from broker.coordinator.classic.member import Member
+from broker.coordinator.classic.state import COMPLETING, DEAD, PREPARING, STABLE, GroupState
+from broker.coordinator.config import GroupConfig
+from broker.coordinator.group_events import GroupEventLog
+from broker.coordinator.messages import JoinResult, SyncResult
+from broker.timing.clock import Clock
+from broker.timing.keys import heartbeat_key
+from broker.timing.purgatory import Purgatory
+
+E = ErrorCode
+
+
+class ClassicGroups:
+    def __init__(
+        self,
+        config: GroupConfig,
+        clock: Clock,
+        purgatory: Purgatory,
+        events: GroupEventLog,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.purgatory = purgatory
+        self.events = events
+        self.log = log
+        self.groups: dict[str, ClassicGroup] = {}
+
+    # -- groups ------------------------------------------------------------------------------------------
+
+    def get(self, group_id: str) -> ClassicGroup | None:
+        return self.groups.get(group_id)
+
+    def live(self, group_id: str) -> ClassicGroup | None:
+        """The group, unless it is unknown or Dead (a Dead group is one on its way out)."""
+        group = self.groups.get(group_id)
+        return None if group is None or group.is_in(DEAD) else group
+
+    def create(self, group_id: str) -> ClassicGroup:
+        group = ClassicGroup(group_id, self.clock.now_ms())
+        self.groups[group_id] = group
+        self.events.group_created(group)
+        return group
+
+    def delete(self, group: ClassicGroup, why: str) -> None:
+        group.offsets.clear()
+        self.purgatory.cancel(group.join_key)
+        self.purgatory.cancel(group.sync_key)
+        self.transition(group, DEAD)
+        del self.groups[group.group_id]
+        self.events.group_deleted(group, why)
+
+    def transition(self, group: ClassicGroup, state: GroupState) -> None:
+        group.transition_to(state, self.clock.now_ms())
+        self.events.state_changed(group)
+
+    # -- members -----------------------------------------------------------------------------------------
+
+    def remove_member(self, group: ClassicGroup, member: Member) -> None:
+        """Cancel its session, answer its parked JoinGroup UNKNOWN_MEMBER_ID and drop it.
+
+        The caller says why in an event and decides about rebalancing (``Rebalancer.after_departure``).
+        """
+        self.purgatory.cancel(member.heartbeat_key)
+        join = group.take_join(member)
+        if join is not None:
+            join.complete(JoinResult(error=E.unknown_member_id, member_id=""))
+        group.remove_member(member.member_id)
+
+    def remove_pending_member(self, group: ClassicGroup, member_id: str, why: str) -> None:
+        """Forget a KIP-394 member id that never came back with its second JoinGroup (it had no member event)."""
+        group.pending_members.discard(member_id)
+        self.purgatory.cancel(heartbeat_key(group.group_id, member_id))
+        self.log.info("pending member removed", group_id=group.group_id, member_id=member_id, why=why)
+
+    def extend_session(self, member: Member, timeout_ms: int) -> None:
+        """Give a member ``timeout_ms`` more to live: the Heartbeat hot path, and every other proof of life.
+
+        Every action under a heartbeat key is this member's expiry (``Sessions.start`` armed it), so an armed
+        deadline is only moved, and a fired or cancelled one lends its action to the next.
+        """
+        expiry = member.expiry
+        assert expiry is not None, "a member's session starts when it is added"
+        if self.purgatory.postpone(expiry, timeout_ms):
+            member.last_heartbeat_ms = expiry.due_ms - max(timeout_ms, 0)
+            return
+        member.last_heartbeat_ms = self.clock.now_ms()
+        member.expiry = self.purgatory.schedule(member.heartbeat_key, timeout_ms, expiry.action)
+
+    # -- unloading (section 16) ----------------------------------------------------------------------------
+
+    def unload_all(self) -> None:
+        """Give up every group as Kafka does when it loses the offsets partition: all go Dead."""
+        for group in list(self.groups.values()):
+            self._unload(group)
+        self.groups.clear()
+
+    def _unload(self, group: ClassicGroup) -> None:
+        state = group.state
+        for member in group.members.values():
+            self.purgatory.cancel(member.heartbeat_key)
+            join = group.take_join(member)
+            if join is not None and state is PREPARING:
+                join.complete(JoinResult(error=E.not_coordinator, member_id=member.member_id))
+            sync = group.take_sync(member)
+            if sync is not None and state in (COMPLETING, STABLE):
+                sync.complete(SyncResult(E.not_coordinator))
+        for member_id in group.pending_members:
+            self.purgatory.cancel(heartbeat_key(group.group_id, member_id))
+        self.purgatory.cancel(group.join_key)
+        self.purgatory.cancel(group.sync_key)
+        self.transition(group, DEAD)

@@ -1,0 +1,190 @@
+"""Committed offsets (section 13 of ``docs/spec/group-coordinator.md``, and 14.4 OffsetDelete).
+
+Kafka keeps offsets apart from membership: its ``OffsetMetadataManager`` validates commits against the group,
+answers fetches, expires offsets (KIP-211) and deletes them, while ``GroupMetadataManager`` runs the members. This
+module is that half. The offsets themselves are stored on the group (``ClassicGroup.offsets``), since a group
+without members lives exactly as long as its offsets do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.classic.group import ClassicGroup, CommittedOffset, MemberError
+from broker.coordinator.classic.groups import ClassicGroups
+from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
+from broker.coordinator.messages import (
+    CommitRequest,
+    FetchedOffset,
+    GroupOffsets,
+    OffsetDeleteResult,
+    PartitionErrors,
+)
+from broker.timing.keys import OFFSETS_EXPIRATION
+
+E = ErrorCode
+
+
+class OffsetManager:
+    def __init__(self, groups: ClassicGroups) -> None:
+        self._groups = groups
+        self._schedule_expiration()
+
+    # -- OffsetCommit (13.1) ------------------------------------------------------------------------------
+
+    def commit(self, request: CommitRequest) -> PartitionErrors:
+        error = self._validate_commit(request)
+        if error is not None:
+            return rejected_commit(request, error)
+        group = self._groups.groups[request.group_id]
+        now = self._groups.clock.now_ms()
+        expire_at = now + request.retention_time_ms if request.retention_time_ms != -1 else None
+        max_bytes = self._groups.config.offset_metadata_max_bytes
+        results = []
+        committed: list[tuple[str, int, int]] = []
+        for topic, partitions in request.topics:
+            errors = []
+            for commit in partitions:
+                metadata = commit.metadata or ""
+                if _java_string_length(metadata) > max_bytes:
+                    errors.append((commit.partition, E.offset_metadata_too_large))
+                    continue
+                timestamp = commit.commit_timestamp_ms if commit.commit_timestamp_ms != -1 else now
+                group.offsets[(topic, commit.partition)] = CommittedOffset(
+                    commit.offset, commit.leader_epoch, metadata, timestamp, expire_at
+                )
+                errors.append((commit.partition, E.none))
+                committed.append((topic, commit.partition, commit.offset))
+            results.append((topic, tuple(errors)))
+        events = self._groups.events
+        if events.wants_debug:
+            events.offsets_committed(group, request.member_id, request.generation_id, committed)
+        return tuple(results)
+
+    def _validate_commit(self, request: CommitRequest) -> ErrorCode | None:
+        group = self._groups.get(request.group_id)
+        generation = request.generation_id
+        if group is None:
+            if generation < 0:
+                self._groups.create(request.group_id)  # a "simple" group, for assign() and admin commits
+                return None
+            return E.group_id_not_found if request.api_version >= 9 else E.illegal_generation
+        if group.is_in(DEAD):
+            return E.coordinator_not_available
+        if generation < 0 and group.is_in(EMPTY):
+            return None
+        if generation < 0 and not request.member_id and request.group_instance_id is None:
+            return E.unknown_member_id  # only members may commit into an active group
+        try:
+            member = group.validate_member(request.member_id, request.group_instance_id)
+        except MemberError as failure:
+            return failure.error
+        if generation != group.generation_id:
+            return E.illegal_generation
+        if group.is_in(COMPLETING):
+            return E.rebalance_in_progress
+        if group.state in (STABLE, PREPARING):
+            self._groups.extend_session(member, member.session_timeout_ms)  # a commit is a proof of life
+        return None
+
+    # -- OffsetFetch (13.3) -------------------------------------------------------------------------------
+
+    def fetch(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]] | None) -> GroupOffsets:
+        group = self._groups.live(group_id)
+        offsets = {} if group is None else group.offsets
+        if topics is None:
+            by_topic: dict[str, list[FetchedOffset]] = {}
+            for (topic, partition), stored in offsets.items():
+                by_topic.setdefault(topic, []).append(_fetched(partition, stored))
+            return GroupOffsets(group_id, E.none, tuple((t, tuple(ps)) for t, ps in by_topic.items()))
+        fetched = []
+        for topic, partitions in topics:
+            fetched.append((topic, tuple(_fetched(p, offsets.get((topic, p))) for p in partitions)))
+        return GroupOffsets(group_id, E.none, tuple(fetched))
+
+    # -- retention (13.2) ---------------------------------------------------------------------------------
+
+    def _schedule_expiration(self) -> None:
+        interval_ms = self._groups.config.offsets_retention_check_interval_ms
+        self._groups.purgatory.schedule(OFFSETS_EXPIRATION, interval_ms, self._expire)
+
+    def _expire(self) -> None:
+        """The periodic retention sweep; Empty groups left without offsets are deleted (section 16)."""
+        now = self._groups.clock.now_ms()
+        retention_ms = self._groups.config.offsets_retention_ms
+        for group in list(self._groups.groups.values()):
+            base = _expiration_base(group)
+            if base is not None and group.offsets:
+                for key, stored in list(group.offsets.items()):
+                    if base == "subscription" and group.is_subscribed_to(key[0]):
+                        continue
+                    if stored.expire_timestamp_ms is not None:
+                        expired = now >= stored.expire_timestamp_ms
+                    else:
+                        started = group.state_timestamp_ms if base == "state" else stored.commit_timestamp_ms
+                        expired = now - started >= retention_ms
+                    if expired:
+                        del group.offsets[key]
+                if not group.offsets:
+                    self._groups.events.offsets_expired(group)
+            if group.is_in(EMPTY) and not group.offsets:
+                self._groups.delete(group, "empty group without offsets expired")
+        self._schedule_expiration()
+
+    # -- OffsetDelete (14.4, KIP-496) and deleted topics --------------------------------------------------
+
+    def delete(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]]) -> OffsetDeleteResult:
+        if not group_id:
+            return OffsetDeleteResult(E.invalid_group_id)
+        group = self._groups.live(group_id)
+        if group is None:
+            return OffsetDeleteResult(E.group_id_not_found)
+        if not group.is_in(EMPTY) and group.protocol_type != "consumer":
+            return OffsetDeleteResult(E.non_empty_group)
+        results = []
+        for topic, partitions in topics:
+            if group.is_subscribed_to(topic):
+                results.append((topic, tuple((p, E.group_subscribed_to_topic) for p in partitions)))
+                continue
+            for partition in partitions:
+                group.offsets.pop((topic, partition), None)
+            results.append((topic, tuple((p, E.none) for p in partitions)))
+        return OffsetDeleteResult(E.none, tuple(results))
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """GroupCoordinator.onPartitionsDeleted: drop the topic's offsets; Empty groups left bare go too."""
+        for group in list(self._groups.groups.values()):
+            doomed = [key for key in group.offsets if key[0] == topic]
+            for key in doomed:
+                del group.offsets[key]
+            if doomed and group.is_in(EMPTY) and not group.offsets:
+                self._groups.delete(group, f"its last offsets belonged to deleted topic {topic}")
+
+
+def rejected_commit(request: CommitRequest, error: ErrorCode) -> PartitionErrors:
+    """The answer to a commit refused as a whole: ``error`` for every partition."""
+    return tuple((topic, tuple((p.partition, error) for p in partitions)) for topic, partitions in request.topics)
+
+
+def _java_string_length(text: str) -> int:
+    """Kafka measures commit metadata with String.length(): UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _fetched(partition: int, stored: CommittedOffset | None) -> FetchedOffset:
+    if stored is None:
+        return FetchedOffset(partition)
+    return FetchedOffset(partition, stored.offset, stored.leader_epoch, stored.metadata)
+
+
+def _expiration_base(group: ClassicGroup) -> str | None:
+    """Which clock an offset's retention counts from (13.2, Kafka's offsetExpirationCondition), or None."""
+    if not group.protocol_type:
+        return "commit"  # a simple group: standalone consumers and admin commits
+    if group.is_in(EMPTY):
+        return "state"
+    if group.protocol_type == "consumer" and group.is_in(STABLE) and group.subscribed_topics is not None:
+        return "subscription"
+    return None
