@@ -13,8 +13,10 @@ from __future__ import annotations
 import struct
 from functools import cache
 
-HEARTBEAT_KEY = 12
+from protocol.apis import ApiKey
+
 FLEXIBLE_FROM = 4
+_HEARTBEAT = int(ApiKey.HEARTBEAT)  # a plain int: compared once per heartbeat
 
 _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _INT16 = struct.Struct(">h")
@@ -36,7 +38,7 @@ def decode_heartbeat(frame: bytes, max_version: int) -> HeartbeatRequest | None:
     """
     try:
         api_key, version, correlation_id, client_length = _HEADER.unpack_from(frame, 0)
-        if api_key != HEARTBEAT_KEY or not 0 <= version <= max_version:
+        if api_key != _HEARTBEAT or not 0 <= version <= max_version:
             return None
         end = 10 + client_length if client_length > 0 else 10
         client_id = frame[10:end]

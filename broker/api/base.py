@@ -12,9 +12,10 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from broker.coordinator.coordinator import GroupCoordinator
-from broker.coordinator.messages import Client
+from broker.coordinator.messages import Client, PartitionErrors
 from broker.storage.delayed_fetch import DelayedFetches
 from broker.storage.topics import TopicRegistry
+from protocol.codec import build, nested
 
 NO_THROTTLE = datetime.timedelta(0)
 # AuthorizedOperations when none were asked for (Kafka's Integer.MIN_VALUE).
@@ -35,6 +36,21 @@ ERROR_MESSAGES: dict[ErrorCode, str] = {
 
 def millis(value: datetime.timedelta) -> int:
     return value // _MILLISECOND
+
+
+def partition_errors(cls: type, prefix: str, result: PartitionErrors) -> tuple[Any, ...]:
+    """The per-partition error codes of a response ``cls`` whose nested structures are ``{prefix}Topic`` and
+    ``{prefix}Partition`` (OffsetCommit, OffsetDelete), for a handler's answer and a fault rule's alike."""
+    topic_cls = nested(cls, f"{prefix}Topic")
+    partition_cls = nested(cls, f"{prefix}Partition")
+    return tuple(
+        build(
+            topic_cls,
+            name=topic,
+            partitions=tuple(build(partition_cls, partition_index=i32(p), error_code=e) for p, e in partitions),
+        )
+        for topic, partitions in result
+    )
 
 
 @dataclass(slots=True, frozen=True)

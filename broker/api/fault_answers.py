@@ -10,9 +10,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from broker.api.base import ERROR_MESSAGES, NO_THROTTLE
+from broker.api.base import ERROR_MESSAGES, NO_THROTTLE, partition_errors
 from broker.api.membership import join_response, sync_response
-from broker.api.offsets import _partition_errors
 from broker.coordinator.messages import JoinResult, SyncResult
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -29,7 +28,7 @@ def error_response(api_key: int, version: int, body: Any, error: ErrorCode) -> A
     if api_key == ApiKey.OFFSET_COMMIT:
         every_partition = tuple((t.name, tuple((p.partition_index, error) for p in t.partitions)) for t in body.topics)
         return build(
-            cls, throttle_time=NO_THROTTLE, topics=_partition_errors(cls, "OffsetCommitResponse", every_partition)
+            cls, throttle_time=NO_THROTTLE, topics=partition_errors(cls, "OffsetCommitResponse", every_partition)
         )
     if api_key == ApiKey.OFFSET_FETCH:
         return _offset_fetch_error(cls, version, body, error)

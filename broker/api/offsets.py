@@ -7,7 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
+from broker.api.base import NO_THROTTLE, ApiContext, Call, millis, partition_errors
 from broker.coordinator.messages import CommitRequest, FetchedOffset, GroupOffsets, PartitionCommit, PartitionErrors
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -66,20 +66,7 @@ def offset_commit(ctx: ApiContext, call: Call, body: Any) -> Any:
     result = ctx.coordinator.commit_offsets(request) if request.topics else ()
     result = _with_unknown_partitions(body, result)
     cls = response_schema(ApiKey.OFFSET_COMMIT, version)
-    return build(cls, throttle_time=NO_THROTTLE, topics=_partition_errors(cls, "OffsetCommitResponse", result))
-
-
-def _partition_errors(cls: type, prefix: str, result: PartitionErrors) -> tuple[Any, ...]:
-    topic_cls = nested(cls, f"{prefix}Topic")
-    partition_cls = nested(cls, f"{prefix}Partition")
-    return tuple(
-        build(
-            topic_cls,
-            name=topic,
-            partitions=tuple(build(partition_cls, partition_index=i32(p), error_code=e) for p, e in partitions),
-        )
-        for topic, partitions in result
-    )
+    return build(cls, throttle_time=NO_THROTTLE, topics=partition_errors(cls, "OffsetCommitResponse", result))
 
 
 def offset_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
@@ -160,5 +147,5 @@ def offset_delete(ctx: ApiContext, call: Call, body: Any) -> Any:
         cls,
         error_code=result.error,
         throttle_time=NO_THROTTLE,
-        topics=_partition_errors(cls, "OffsetDeleteResponse", topics),
+        topics=partition_errors(cls, "OffsetDeleteResponse", topics),
     )

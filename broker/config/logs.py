@@ -9,6 +9,7 @@ import structlog
 
 
 def configure(level: str = "info", fmt: str = "auto") -> None:
+    """Route structlog to stderr at ``level`` (``--log-level``) in ``fmt`` (``--log-format``: console, json, auto)."""
     if fmt == "auto":
         fmt = "console" if sys.stderr.isatty() else "json"
     renderer: structlog.typing.Processor

@@ -1,9 +1,13 @@
 """Broker settings: one typed object filled from defaults, an optional TOML file, the environment and flags.
 
-Later sources win: default < TOML file (``--config``) < ``GROUP_BROKER_*`` environment variable < flag. Each
-setting is declared once, in ``OPTIONS``: its flag and environment variable derive from its name, a TOML file
-may use that name or Kafka's dotted name, and the README's settings table is generated from the same list
-(``markdown_table``), so the three cannot drift apart.
+Later sources win: default < TOML file (``--config``) < ``GROUP_BROKER_*`` environment variable < flag.
+
+Each fact about a setting is written once. Its default is the default of the field that holds it: ``Settings``
+here, or ``GroupConfig`` (broker/coordinator/config.py) and ``LogDefaults`` (broker/storage/topics.py), which
+unit tests build bare with Kafka's defaults. Everything else is its entry in ``OPTIONS``: the name (the flag and
+the environment variable derive from it; a TOML file may use it or Kafka's dotted name), the parser, the help,
+Kafka's name and default, the choices, and the field it fills. ``build`` and the README's settings table
+(``markdown_table``) are derived from ``OPTIONS``, so none of them can drift apart.
 
 A dataclass rather than pydantic-settings: this module is on the start-up path (bar: well under a second, today
 about 0.3 s), and pydantic's import alone would cost a large share of it.
@@ -18,10 +22,10 @@ import re
 import tomllib
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from broker.coordinator.config import INT32_MAX, GroupConfig
+from broker.coordinator.config import GroupConfig
 from broker.storage.topics import LogDefaults, parse_topic_spec
 
 ENV_PREFIX = "GROUP_BROKER_"
@@ -90,6 +94,9 @@ def host_port(host: str, port: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
+    """What the broker runs with. Each field's default is the setting's (Kafka's, where Kafka has the setting);
+    its flag, help and Kafka name are its entry in ``OPTIONS``."""
+
     host: str = "0.0.0.0"
     port: int = 9092
     advertised_host: str | None = None
@@ -97,9 +104,11 @@ class Settings:
     listeners: tuple[Endpoint, ...] = ()
     advertised_listeners: tuple[Endpoint, ...] = ()
     node_id: int = 1
-    cluster_id: str = field(default_factory=random_cluster_id)
+    cluster_id: str = ""  # empty: a random one in Kafka's format, drawn by __post_init__
     group: GroupConfig = field(default_factory=GroupConfig)
     socket_request_max_bytes: int = 104_857_600
+    socket_send_buffer_high_bytes: int = 4 * 1024 * 1024
+    socket_send_buffer_low_bytes: int = 1024 * 1024
     topics: tuple[tuple[str, int], ...] = ()
     auto_create_topics: bool = True
     num_partitions: int = 1
@@ -117,6 +126,13 @@ class Settings:
     event_buffer_total: int = 10_000
 
     def __post_init__(self) -> None:
+        if not self.cluster_id:
+            object.__setattr__(self, "cluster_id", random_cluster_id())  # frozen: the one way to fill a field in
+        if not 0 <= self.socket_send_buffer_low_bytes <= self.socket_send_buffer_high_bytes:
+            raise ValueError(
+                f"socket_send_buffer_low_bytes ({self.socket_send_buffer_low_bytes}) must be between 0 and "
+                f"socket_send_buffer_high_bytes ({self.socket_send_buffer_high_bytes})"
+            )
         if self.listeners:
             ports = [e.port for e in self.listeners if e.port]
             if len(ports) != len(set(ports)):
@@ -162,18 +178,46 @@ def _topics(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(parse_topic_spec(spec) for spec in text.replace(",", " ").split())
 
 
+# The sections of Settings an option may fill, by the name of the Settings field that holds each.
+_SECTIONS: dict[str, type[GroupConfig] | type[LogDefaults]] = {"group": GroupConfig, "log": LogDefaults}
+
+
+def _field_default(path: str) -> Any:
+    """The default of the field at ``path`` (``"port"``, ``"group.max_size"``): where each default is written."""
+    section, _, name = path.rpartition(".")
+    holder = _SECTIONS[section] if section else Settings
+    for found in fields(holder):
+        if found.name == name:
+            if found.default is MISSING:
+                raise TypeError(f"an option fills {path}, which has no plain default to show and fall back on")
+            return found.default
+    raise LookupError(f"an option fills {path}, which is not a field")
+
+
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One setting. ``name`` is the TOML key; the flag is ``--name-with-dashes``, the variable GROUP_BROKER_NAME."""
+    """One setting. ``name`` is the TOML key; the flag is ``--name-with-dashes``, the variable GROUP_BROKER_NAME.
+    Its default is not written here: it is the default of the field the option fills."""
 
     name: str
     parse: Callable[[str], Any]
-    default: Any
     help: str
     kafka: str | None = None  # Kafka's name for the same setting, also accepted as a TOML key
     kafka_default: str | None = None  # as Kafka documents it; None: the same as ours
     choices: tuple[str, ...] = ()
     shown_default: str | None = None  # when the default is computed
+    # The field the value goes to, dotted into a section of Settings ("group.max_size"); None: the field of Settings
+    # named like the option.
+    fills: str | None = None
+    setting: bool = True  # False for ``config``: it names the file the settings come from, it is not one
+    default: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "default", _field_default(self.path) if self.setting else None)
+
+    @property
+    def path(self) -> str:
+        return self.fills or self.name
 
     @property
     def flag(self) -> str:
@@ -212,100 +256,111 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("config", str, None, "read settings from this TOML file (our names or Kafka's dotted names)"),
-    Option("host", str, "0.0.0.0", "address to listen on (when --listeners is not set)"),
-    Option("port", int, 9092, "port to listen on (0 picks a free one; when --listeners is not set)"),
     Option(
-        "listeners", parse_endpoints, (), "NAME://HOST:PORT,...: one listener each, overrides --host/--port",
+        "config", str, "read settings from this TOML file (our names or Kafka's dotted names)", setting=False
+    ),
+    Option("host", str, "address to listen on (when --listeners is not set)"),
+    Option("port", int, "port to listen on (0 picks a free one; when --listeners is not set)"),
+    Option(
+        "listeners", parse_endpoints, "NAME://HOST:PORT,...: one listener each, overrides --host/--port",
         kafka="listeners", kafka_default="PLAINTEXT://:9092", shown_default="PLAINTEXT://HOST:PORT",
     ),
     Option(
-        "advertised_listeners", parse_endpoints, (),
+        "advertised_listeners", parse_endpoints,
         "NAME://HOST:PORT,...: what Metadata and FindCoordinator return to clients of each listener",
         kafka="advertised.listeners", kafka_default="listeners", shown_default="the listeners",
     ),
     Option(
-        "advertised_host", str, None, "host to advertise for listeners without an advertised.listeners entry",
+        "advertised_host", str, "host to advertise for listeners without an advertised.listeners entry",
         shown_default="listen host, or localhost",
     ),
-    Option("advertised_port", int, None, "port to advertise likewise", shown_default="the bound port"),
-    Option("node_id", int, 1, "this broker's node id", kafka="node.id", kafka_default="-1 (must be set)"),
+    Option("advertised_port", int, "port to advertise likewise", shown_default="the bound port"),
+    Option("node_id", int, "this broker's node id", kafka="node.id", kafka_default="-1 (must be set)"),
     Option(
-        "cluster_id", str, None, "cluster id reported in Metadata (Kafka's comes from `kafka-storage.sh format`)",
+        "cluster_id", str, "cluster id reported in Metadata (Kafka's comes from `kafka-storage.sh format`)",
         shown_default="random, Kafka's format",
     ),
     Option(
-        "group_min_session_timeout_ms", int, 6000, "lowest session timeout a member may ask for",
-        kafka="group.min.session.timeout.ms",
+        "group_min_session_timeout_ms", int, "lowest session timeout a member may ask for",
+        kafka="group.min.session.timeout.ms", fills="group.min_session_timeout_ms",
     ),
     Option(
-        "group_max_session_timeout_ms", int, 1_800_000, "highest session timeout a member may ask for",
-        kafka="group.max.session.timeout.ms",
+        "group_max_session_timeout_ms", int, "highest session timeout a member may ask for",
+        kafka="group.max.session.timeout.ms", fills="group.max_session_timeout_ms",
     ),
     Option(
-        "group_initial_rebalance_delay_ms", int, 3000,
+        "group_initial_rebalance_delay_ms", int,
         "how long the first rebalance of an empty group waits for more members (0 for tests)",
-        kafka="group.initial.rebalance.delay.ms",
-    ),
-    Option("group_max_size", int, INT32_MAX, "most members a group may have", kafka="group.max.size"),
-    Option(
-        "offsets_retention_minutes", int, 10080, "how long an empty group's committed offsets are kept",
-        kafka="offsets.retention.minutes",
+        kafka="group.initial.rebalance.delay.ms", fills="group.initial_rebalance_delay_ms",
     ),
     Option(
-        "offsets_retention_check_interval_ms", int, 600_000, "how often expired offsets are removed",
-        kafka="offsets.retention.check.interval.ms",
+        "group_max_size", int, "most members a group may have", kafka="group.max.size", fills="group.max_size"
     ),
     Option(
-        "offset_metadata_max_bytes", int, 4096, "largest metadata string of a committed offset",
-        kafka="offset.metadata.max.bytes",
+        "offsets_retention_minutes", int, "how long an empty group's committed offsets are kept",
+        kafka="offsets.retention.minutes", fills="group.offsets_retention_minutes",
     ),
     Option(
-        "socket_request_max_bytes", int, 104_857_600, "largest request; a larger one closes the connection",
+        "offsets_retention_check_interval_ms", int, "how often expired offsets are removed",
+        kafka="offsets.retention.check.interval.ms", fills="group.offsets_retention_check_interval_ms",
+    ),
+    Option(
+        "offset_metadata_max_bytes", int, "largest metadata string of a committed offset",
+        kafka="offset.metadata.max.bytes", fills="group.offset_metadata_max_bytes",
+    ),
+    Option(
+        "socket_request_max_bytes", int, "largest request; a larger one closes the connection",
         kafka="socket.request.max.bytes",
     ),
-    Option("topic", _topics, (), "NAME:PARTITIONS to create at start (flag repeatable; variable comma-separated)"),
     Option(
-        "auto_create_topics_enable", _bool, True, "create unknown topics on Metadata and Produce",
-        kafka="auto.create.topics.enable",
-    ),
-    Option("num_partitions", int, 1, "partitions of an auto-created topic", kafka="num.partitions"),
-    Option(
-        "log_retention_ms", int, 604_800_000, "topic default for retention.ms (-1: no limit)",
-        kafka="log.retention.ms", kafka_default="604800000 (log.retention.hours=168)",
+        "socket_send_buffer_high_bytes", int,
+        "stop reading a connection and answering its queued requests while more than this many bytes of answers "
+        "wait to be sent to it (Kafka has no such setting: it mutes a connection until its answer is sent)",
     ),
     Option(
-        "log_retention_bytes", int, -1, "topic default for retention.bytes, per partition (-1: no limit)",
-        kafka="log.retention.bytes",
+        "socket_send_buffer_low_bytes", int,
+        "resume once the answers waiting to be sent drain to this many bytes (Kafka has no such setting either)",
     ),
     Option(
-        "log_retention_check_interval_ms", int, 300_000, "how often retention runs",
-        kafka="log.retention.check.interval.ms",
+        "topic", _topics, "NAME:PARTITIONS to create at start (flag repeatable; variable comma-separated)",
+        fills="topics",
     ),
     Option(
-        "message_max_bytes", int, 1_048_588, "topic default for max.message.bytes (largest record batch)",
-        kafka="message.max.bytes",
+        "auto_create_topics_enable", _bool, "create unknown topics on Metadata and Produce",
+        kafka="auto.create.topics.enable", fills="auto_create_topics",
     ),
-    Option("storage_max_bytes", int, 1_073_741_824, "cap on bytes stored in all partition logs (-1: none)"),
-    Option("log_level", str, "info", "broker log level", choices=("debug", "info", "warning", "error")),
+    Option("num_partitions", int, "partitions of an auto-created topic", kafka="num.partitions"),
     Option(
-        "log_format", str, "auto", "console, json, or auto (console on a terminal, JSON lines otherwise)",
+        "log_retention_ms", int, "topic default for retention.ms (-1: no limit)",
+        kafka="log.retention.ms", kafka_default="604800000 (log.retention.hours=168)", fills="log.retention_ms",
+    ),
+    Option(
+        "log_retention_bytes", int, "topic default for retention.bytes, per partition (-1: no limit)",
+        kafka="log.retention.bytes", fills="log.retention_bytes",
+    ),
+    Option(
+        "log_retention_check_interval_ms", int, "how often retention runs", kafka="log.retention.check.interval.ms"
+    ),
+    Option(
+        "message_max_bytes", int, "topic default for max.message.bytes (largest record batch)",
+        kafka="message.max.bytes", fills="log.max_message_bytes",
+    ),
+    Option("storage_max_bytes", int, "cap on bytes stored in all partition logs (-1: none)"),
+    Option("log_level", str, "broker log level", choices=("debug", "info", "warning", "error")),
+    Option(
+        "log_format", str, "console, json, or auto (console on a terminal, JSON lines otherwise)",
         choices=("auto", "console", "json"),
     ),
-    Option("admin_host", str, "127.0.0.1", "address of the HTTP control API (0.0.0.0 exposes it: it can kick members)"),
-    Option("admin_port", int, 9644, "port of the HTTP control API (0 picks a free one, -1 turns it off)"),
-    Option("event_log", str, None, "append group events to this JSON-lines file (schema: docs/events.md)"),
-    Option("event_log_max_bytes", int, 100 * 1024 * 1024, "rotate the event log when it reaches this size"),
-    Option("event_log_backups", int, 5, "rotated event logs to keep (PATH.1 is the newest)"),
-    Option("event_buffer_size", int, 1000, "events kept in memory per group for the control API"),
-    Option("event_buffer_total", int, 10_000, "events kept in memory for all groups together (oldest go first)"),
+    Option("admin_host", str, "address of the HTTP control API (0.0.0.0 exposes it: it can kick members)"),
+    Option("admin_port", int, "port of the HTTP control API (0 picks a free one, -1 turns it off)"),
+    Option("event_log", str, "append group events to this JSON-lines file (schema: docs/events.md)"),
+    Option("event_log_max_bytes", int, "rotate the event log when it reaches this size"),
+    Option("event_log_backups", int, "rotated event logs to keep (PATH.1 is the newest)"),
+    Option("event_buffer_size", int, "events kept in memory per group for the control API"),
+    Option("event_buffer_total", int, "events kept in memory for all groups together (oldest go first)"),
 )
 
 _BY_KEY: dict[str, Option] = {key: o for o in OPTIONS for key in (o.name, o.kafka) if key is not None}
-
-
-def env_name(flag: str) -> str:
-    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -372,7 +427,7 @@ def load_toml(path: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in _flatten(document):
         option = _BY_KEY.get(key)
-        if option is None or option.name == "config":
+        if option is None or not option.setting:
             raise SettingsError(f"config file {path}: unknown setting {key!r}{_suggestion(key)}")
         if option.name in values:
             raise SettingsError(f"config file {path}: {key!r} sets {option.name} a second time")
@@ -400,47 +455,18 @@ def _suggestion(key: str) -> str:
 
 
 def build(values: Mapping[str, Any]) -> Settings:
-    """Settings from option values (every option present); cross-field checks become SettingsError."""
+    """Settings from option values (every option present), each put in the field it fills; cross-field checks
+    become SettingsError."""
+    top: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+    for option in OPTIONS:
+        if option.setting:
+            section, _, name = option.path.rpartition(".")
+            (sections[section] if section else top)[name] = values[option.name]
     try:
-        return Settings(
-            host=values["host"],
-            port=values["port"],
-            advertised_host=values["advertised_host"],
-            advertised_port=values["advertised_port"],
-            listeners=values["listeners"],
-            advertised_listeners=values["advertised_listeners"],
-            node_id=values["node_id"],
-            cluster_id=values["cluster_id"] or random_cluster_id(),
-            group=GroupConfig(
-                min_session_timeout_ms=values["group_min_session_timeout_ms"],
-                max_session_timeout_ms=values["group_max_session_timeout_ms"],
-                initial_rebalance_delay_ms=values["group_initial_rebalance_delay_ms"],
-                max_size=values["group_max_size"],
-                offsets_retention_minutes=values["offsets_retention_minutes"],
-                offsets_retention_check_interval_ms=values["offsets_retention_check_interval_ms"],
-                offset_metadata_max_bytes=values["offset_metadata_max_bytes"],
-            ),
-            socket_request_max_bytes=values["socket_request_max_bytes"],
-            topics=values["topic"],
-            auto_create_topics=values["auto_create_topics_enable"],
-            num_partitions=values["num_partitions"],
-            log=LogDefaults(
-                retention_ms=values["log_retention_ms"],
-                retention_bytes=values["log_retention_bytes"],
-                max_message_bytes=values["message_max_bytes"],
-            ),
-            log_retention_check_interval_ms=values["log_retention_check_interval_ms"],
-            storage_max_bytes=values["storage_max_bytes"],
-            log_level=values["log_level"],
-            log_format=values["log_format"],
-            admin_host=values["admin_host"],
-            admin_port=values["admin_port"],
-            event_log=values["event_log"],
-            event_log_max_bytes=values["event_log_max_bytes"],
-            event_log_backups=values["event_log_backups"],
-            event_buffer_size=values["event_buffer_size"],
-            event_buffer_total=values["event_buffer_total"],
-        )
+        for name, given in sections.items():
+            top[name] = _SECTIONS[name](**given)
+        return Settings(**top)
     except ValueError as error:
         raise SettingsError(str(error)) from None
 

@@ -64,7 +64,8 @@ class InvalidConfig(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class LogDefaults:
-    """Broker-wide defaults (Kafka's log.retention.ms, log.retention.bytes, message.max.bytes)."""
+    """Broker-wide defaults of the topic configs the broker acts on, with Kafka's defaults (its log.retention.ms,
+    log.retention.bytes and message.max.bytes; the flags and help are declared in broker/config/settings.py)."""
 
     retention_ms: int = 604_800_000
     retention_bytes: int = -1
@@ -130,15 +131,16 @@ class TopicRegistry:
     def __init__(
         self,
         *,
-        auto_create: bool = True,
-        default_partitions: int = 1,
-        defaults: LogDefaults | None = None,
-        budget: StorageBudget | None = None,
+        auto_create: bool,
+        default_partitions: int,
+        defaults: LogDefaults,
+        budget: StorageBudget,
     ) -> None:
+        # No defaults here: they are the broker's settings (broker/config/settings.py), passed in by the server.
         self.auto_create = auto_create
         self.default_partitions = default_partitions
-        self.defaults = defaults if defaults is not None else LogDefaults()
-        self.budget = budget if budget is not None else StorageBudget(-1)
+        self.defaults = defaults
+        self.budget = budget
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._on_delete: list[Callable[[Topic], None]] = []

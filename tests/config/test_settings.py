@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import re
 import subprocess
@@ -16,8 +18,10 @@ from kafka import KafkaConsumer, KafkaProducer
 
 import broker
 from broker.config import settings
-from broker.config.settings import Endpoint, SettingsError, parse_endpoints
+from broker.config.settings import Endpoint, Settings, SettingsError, parse_endpoints
+from broker.coordinator.config import GroupConfig
 from broker.server.broker import BrokerServer
+from broker.storage.topics import LogDefaults
 from protocol.apis import ApiKey
 from protocol.codec import build
 from tests.conftest import ROOT, broker_settings, free_port, start_broker_process
@@ -40,6 +44,41 @@ def test_defaults_match_kafka_where_kafka_has_the_setting() -> None:
     assert config.bind_endpoints() == (Endpoint("PLAINTEXT", "0.0.0.0", 9092),)
     assert config.advertised_for(config.bind_endpoints()[0], 9092) == ("localhost", 9092)
     assert len(config.cluster_id) == 22
+
+
+def test_each_field_is_filled_by_one_option_whose_default_is_the_fields() -> None:
+    """Defaults are written once, on the fields (GroupConfig and LogDefaults keep Kafka's for unit tests)."""
+    paths = [option.path for option in settings.OPTIONS if option.setting]
+    assert len(paths) == len(set(paths))
+    holders = (("", Settings), ("group.", GroupConfig), ("log.", LogDefaults))
+    fields = [f"{prefix}{field.name}" for prefix, holder in holders for field in dataclasses.fields(holder)]
+    # group and log are the sections; the join timeout of a new member is a constant in Kafka, not a setting.
+    assert sorted(paths) == sorted(set(fields) - {"group", "log", "group.new_member_join_timeout_ms"})
+    config = settings.parse([], environ={})
+    for option in settings.OPTIONS:
+        if option.setting and option.name != "cluster_id":
+            value = functools.reduce(getattr, option.path.split("."), config)
+            assert value == option.default, option.name
+    assert config.log == LogDefaults() and config.group == GroupConfig()
+    assert (config.log.retention_ms, config.log.retention_bytes, config.log.max_message_bytes) == (
+        604_800_000, -1, 1_048_588,
+    )
+
+
+def test_an_empty_cluster_id_is_a_random_one_in_kafkas_format() -> None:
+    drawn = {settings.parse(["--cluster-id", ""], environ={}).cluster_id, Settings().cluster_id}
+    assert len(drawn) == 2 and all(len(cluster_id) == 22 for cluster_id in drawn)
+    assert settings.parse([], environ={"GROUP_BROKER_CLUSTER_ID": "fixed"}).cluster_id == "fixed"
+
+
+def test_send_buffer_marks() -> None:
+    config = settings.parse([], environ={})
+    assert (config.socket_send_buffer_high_bytes, config.socket_send_buffer_low_bytes) == (4 << 20, 1 << 20)
+    config = settings.parse(["--socket-send-buffer-high-bytes", "65536", "--socket-send-buffer-low-bytes", "0"], {})
+    assert (config.socket_send_buffer_high_bytes, config.socket_send_buffer_low_bytes) == (65536, 0)
+    for flags in (["--socket-send-buffer-low-bytes", "8388608"], ["--socket-send-buffer-low-bytes", "-1"]):
+        with pytest.raises(SettingsError, match=r"socket_send_buffer_low_bytes \(-?\d+\) must be between 0 and"):
+            settings.parse(flags, environ={})
 
 
 def test_flag_beats_environment_beats_toml_beats_default(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.primitive import i8, i16, i32, i64
 
-from broker.coordinator.group import GroupState
+from broker.coordinator.classic.state import GroupState
 from broker.server.broker import BrokerServer
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import has_field
