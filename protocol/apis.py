@@ -35,7 +35,7 @@ class ApiKey(enum.IntEnum):
 
 # Minimums follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-1, OffsetFetch v0, Produce v0-2,
 # Fetch v0-3, ListOffsets v0, CreateTopics v0-1 and DeleteTopics v0).
-# Produce stays advertised even for consumers: librdkafka will not fetch otherwise (clients.md G1).
+# Produce stays advertised even for consumers: librdkafka will not fetch otherwise (docs/spec/client-traps.md G1).
 # ListOffsets stops at 10 so kafka-python infers Kafka 4.0 (G4).
 SUPPORTED_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType(
     {

@@ -2,7 +2,7 @@
 
 Fetch sessions (KIP-227) are answered sessionless: every response is a full
 response with session_id 0, which tells a client to keep sending full fetches
-(kafka-python then stays on session 0/0, as clients.md G5 observed). Every
+(kafka-python then stays on session 0/0, as docs/spec/client-traps.md G5 observed). Every
 requested partition is answered, empty or not.
 """
 

@@ -216,7 +216,8 @@ def run_kafka_python(args: argparse.Namespace, stopping: threading.Event) -> Non
     # if that rejoin was started by new topic metadata rather than by the group: the leader's own assignment
     # then makes need_rejoin() false, the finished round is never applied, heartbeats stay disabled, and the
     # broker evicts the member after its session timeout. A leader that joins before it knows the topic always
-    # starts such a rejoin (clients.md G9), so learn the topic's partitions first, and poll with long timeouts.
+    # starts such a rejoin (docs/spec/client-traps.md G9), so learn the topic's partitions first, and poll with
+    # long timeouts.
     consumer.partitions_for_topic(args.topic)
     try:
         while not stopping.is_set():

@@ -3,7 +3,8 @@
 Requests are built once per API from one set of field values (``protocol.codec.build``
 drops the fields a version does not carry), encoded by kio, answered by the broker and
 decoded by kio with no trailing bytes allowed. Each test asserts what that version's
-answer must contain (spec sections 3, 13-15 and 22; clients.md G2, G10, G14).
+answer must contain (docs/spec/group-coordinator.md sections 3, 13-15 and 22;
+docs/spec/client-traps.md G2, G10, G14).
 """
 
 from __future__ import annotations
