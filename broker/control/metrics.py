@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 
 from broker.coordinator.classic.state import GroupState
 from broker.events.hub import Record
+from broker.events.names import MEMBER_EXPIRED, REBALANCE_STARTED, REFEREE_VIOLATION, SYNC_COMPLETED
 from broker.server.stats import LATENCY_BUCKETS
 from protocol.apis import kafka_name
 
@@ -121,14 +122,14 @@ class BrokerMetrics:
         name = record["event"]
         group = record["group_id"]
         self.events.labels(name).inc()
-        if name == "rebalance_started":
+        if name == REBALANCE_STARTED:
             self.rebalances.labels(group, record["cause"]).inc()
-        elif name == "sync_completed":
+        elif name == SYNC_COMPLETED:
             protocol = record["rebalance_protocol"] or "other"
             self.rebalance_duration.labels(protocol).observe(record["rebalance_ms"] / 1000)
-        elif name == "member_expired":
+        elif name == MEMBER_EXPIRED:
             self.eviction_delay.labels(record["cause"]).observe(record["since_last_heartbeat_ms"] / 1000)
-        elif name == "referee_violation":
+        elif name == REFEREE_VIOLATION:
             self.violations.labels(group, record["kind"]).inc()
 
     def exposition(self) -> bytes:
