@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from broker.coordinator.config import GroupConfig
+from broker.coordinator.config import INT32_MAX, GroupConfig
 from broker.storage.topics import LogDefaults, parse_topic_spec
 
 ENV_PREFIX = "GROUP_BROKER_"
@@ -109,6 +109,11 @@ class Settings:
     socket_request_max_bytes: int = 104_857_600
     socket_send_buffer_high_bytes: int = 4 * 1024 * 1024
     socket_send_buffer_low_bytes: int = 1024 * 1024
+    max_connections: int = INT32_MAX
+    max_connections_per_ip: int = INT32_MAX
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()
+    max_partitions_per_request: int = 10_000
+    max_partitions_per_topic: int = 10_000
     topics: tuple[tuple[str, int], ...] = ()
     auto_create_topics: bool = True
     num_partitions: int = 1
@@ -172,6 +177,20 @@ def _bool(text: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _host_counts(text: str) -> tuple[tuple[str, int], ...]:
+    """Kafka's ``max.connections.per.ip.overrides``: comma-separated ``host:count`` (the last colon splits, so an
+    IPv6 address needs no brackets)."""
+    pairs = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, colon, count = item.rpartition(":")
+        if not colon or not host or not count.isdigit():
+            raise ValueError(f"{item!r} is not HOST:COUNT")
+        pairs.append((host.strip("[]"), int(count)))
+    return tuple(pairs)
 
 
 def _topics(text: str) -> tuple[tuple[str, int], ...]:
@@ -238,6 +257,8 @@ class Option:
         if self.parse is _topics and isinstance(value, list | dict):
             specs = value if isinstance(value, list) else [f"{name}:{count}" for name, count in value.items()]
             return _topics(" ".join(str(spec) for spec in specs))
+        if self.parse is _host_counts and isinstance(value, dict):
+            return _host_counts(",".join(f"{host}:{count}" for host, count in value.items()))
         if self.parse is parse_endpoints and isinstance(value, list):
             return parse_endpoints(",".join(str(item) for item in value))
         expected: type = {int: int, _bool: bool}.get(self.parse, str)
@@ -320,6 +341,27 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "socket_send_buffer_low_bytes", int,
         "resume once the answers waiting to be sent drain to this many bytes (Kafka has no such setting either)",
+    ),
+    Option(
+        "max_connections", int, "most client connections at once, all listeners together",
+        kafka="max.connections",
+    ),
+    Option(
+        "max_connections_per_ip", int, "most client connections at once from one address",
+        kafka="max.connections.per.ip",
+    ),
+    Option(
+        "max_connections_per_ip_overrides", _host_counts, "HOST:COUNT,...: a per-address limit for these addresses",
+        kafka="max.connections.per.ip.overrides",
+    ),
+    Option(
+        "max_partitions_per_request", int,
+        "most partitions one CreateTopics or CreatePartitions may create, all topics together (Kafka's controller "
+        "refuses more than 10,000 records in one operation)",
+    ),
+    Option(
+        "max_partitions_per_topic", int,
+        "most partitions a topic may have (Kafka has no such limit; a test broker keeps every partition in memory)",
     ),
     Option(
         "topic", _topics, "NAME:PARTITIONS to create at start (flag repeatable; variable comma-separated)",
