@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+import re
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from broker.control import bounded_json
+from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
 from broker.control.metrics import BrokerMetrics
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
@@ -31,10 +33,9 @@ log = structlog.get_logger("control")
 KEEP_ALIVE_S = 15.0
 MAX_WAIT_MS = 600_000
 SSE_QUEUE_LIMIT = 10_000
+_SEQ = re.compile(r"[0-9]{1,19}")  # a Last-Event-ID taken as a sequence number
 # A deleted group is forgotten at once, so Dead is never observable: waiting for it would always time out.
 _STATES = {state.value.lower(): state.value for state in GroupState if state is not GroupState.DEAD}
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -42,26 +43,7 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 
 def _error(status: int, message: str, **extra: Any) -> web.Response:
-    return _json({"error": message, **extra}, status)
-
-
-@web.middleware
-async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except web.HTTPException as failure:
-        if failure.status < 400:
-            raise
-        if failure.status == 404:
-            return _error(404, f"no such endpoint: {request.method} {request.path}")
-        if failure.status == 405:
-            answer = _error(405, f"{request.method} is not allowed on {request.path}")
-            if "Allow" in failure.headers:
-                answer.headers["Allow"] = failure.headers["Allow"]
-            return answer
-        if failure.status == 413:
-            return _error(413, f"the request body is larger than the {request.app._client_max_size} bytes allowed")
-        return _error(failure.status, failure.reason)
+    return json_error(status, message, **extra)
 
 
 def _int_param(request: web.Request, name: str, default: int | None, low: int, high: int) -> int | None:
@@ -69,12 +51,17 @@ def _int_param(request: web.Request, name: str, default: int | None, low: int, h
     if raw is None or raw == "":
         return default
     try:
-        value = int(raw)
+        value = int(raw)  # a ValueError past 4,300 digits too (Python's int max str digits)
     except ValueError:
-        raise _BadRequest(f"{name} must be an integer, got {raw!r}") from None
+        raise _BadRequest(f"{name} must be an integer, got {_quoted(raw)}") from None
     if not low <= value <= high:
-        raise _BadRequest(f"{name} must be between {low} and {high}, got {value}")
+        raise _BadRequest(f"{name} must be between {low} and {high}, got {_quoted(raw)}")
     return value
+
+
+def _quoted(raw: str, limit: int = 40) -> str:
+    """A client's value in an error message, cut short: a query string may be 8 KB."""
+    return repr(raw) if len(raw) <= limit else repr(raw[:limit]) + f"... ({len(raw)} characters)"
 
 
 class _BadRequest(Exception):
@@ -120,14 +107,16 @@ def group_detail(group: GroupDetail, now_ms: int) -> dict[str, Any]:
 
 
 class ControlApi:
-    def __init__(self, server: BrokerServer) -> None:
+    def __init__(self, server: BrokerServer, limits: HttpLimits | None = None) -> None:
+        """``limits``: time-outs and sizes of the HTTP edge (``http_guard``); the defaults suit a real broker."""
         self.server = server
+        self.limits = limits or HttpLimits()
         self.metrics = BrokerMetrics(server)
         self.host = ""
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Queue[Record | None]] = set()
-        app = web.Application(middlewares=[_json_errors])
+        app = web.Application(middlewares=[error_middleware(self.limits)], client_max_size=self.limits.max_body_bytes)
         app.add_routes(
             [
                 web.get("/healthz", self.healthz),
@@ -150,7 +139,7 @@ class ControlApi:
         self.app = app
 
     async def start(self, host: str, port: int) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
+        self._runner = GuardedAppRunner(self.app, self.limits, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True)
         try:
@@ -322,9 +311,9 @@ class ControlApi:
 
     async def add_fault(self, request: web.Request) -> web.Response:
         try:
-            spec = json.loads(await request.read() or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError) as bad:
-            return _error(400, f"the body is not valid JSON: {bad}")
+            spec = bounded_json.loads(await read_body(request, self.limits))
+        except bounded_json.BadJson as bad:
+            return rejected(request, 400, str(bad))
         if not isinstance(spec, dict):
             return _error(400, "the body must be a JSON object describing one fault rule")
         try:
@@ -355,7 +344,9 @@ class ControlApi:
         except _BadRequest as bad:
             return _error(400, str(bad))
         last_event_id = request.headers.get("Last-Event-ID")
-        if since is None and last_event_id and last_event_id.isdigit():
+        # "All digits" in ASCII and at most 19 of them: str.isdigit() also takes "²", which int() refuses, and
+        # int() refuses more than 4,300 digits; either was a 500. Anything else is ignored, as the contract says.
+        if since is None and last_event_id and _SEQ.fullmatch(last_event_id):
             since = int(last_event_id)
         queue: asyncio.Queue[Record | None] = asyncio.Queue()
         dropped = 0

@@ -575,17 +575,16 @@ async def test_readyz_answers_503_stopping_once_stop_has_begun(
 ) -> None:
     server = BrokerServer(broker_settings(admin_port=0))
     await server.start()
-    # Hold stop() after it has begun (Kafka listener closed, coordinator shut down), before the API goes away.
+    # Hold stop() after it has begun (Kafka listener closed, coordinator shut down), before the API goes away:
+    # at the control API's own stop, so the hook does not depend on how the Kafka listeners are built.
     gate = asyncio.Event()
-    listener = server._servers[0]
-    assert listener is not None
-    wait_closed = listener.wait_closed
+    control_stop = server.control.stop
 
     async def held() -> None:
         await gate.wait()
-        await wait_closed()
+        await control_stop()
 
-    monkeypatch.setattr(listener, "wait_closed", held)
+    monkeypatch.setattr(server.control, "stop", held)
     stopping = asyncio.create_task(server.stop())
     try:
         async with aiohttp.ClientSession() as session:
