@@ -18,8 +18,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_name
+from protocol.bounds import Checker, check_request, checker, plan_of
 from protocol.errors import MalformedRequest, UnknownApiKey, UnsupportedApiVersion
-from protocol.tagged_fields import strip_unknown_tags
 
 _HEADER_PREFIX = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
@@ -35,9 +35,10 @@ class Request:
 
 
 @cache
-def _request_readers(api_key: int, api_version: int) -> tuple[Any, Any]:
-    schema = load_request_schema(api_key, api_version)
-    return entity_reader(schema.__header_schema__), entity_reader(schema)
+def _request_readers(api_key: int, api_version: int) -> tuple[Checker, Any, Any]:
+    schema: Any = load_request_schema(api_key, api_version)
+    header = schema.__header_schema__
+    return checker(plan_of(header), plan_of(schema)), entity_reader(header), entity_reader(schema)
 
 
 @cache
@@ -66,18 +67,17 @@ def decode_request(frame: bytes) -> Request:
             # Kafka answers a too-new ApiVersions with a v0 error body instead of closing.
             return Request(api_key, api_version, correlation_id, peek_client_id(frame), None)
         raise UnsupportedApiVersion(f"{api_name(api_key)} v{api_version} is outside the supported range {low}-{high}")
-    header_reader, body_reader = _request_readers(api_key, api_version)
+    check, header_reader, body_reader = _request_readers(api_key, api_version)
     try:
-        try:
-            header, offset = header_reader(frame, 0)
-            body, _ = body_reader(frame, offset)
-        except KeyError:
-            # kio refuses tagged fields its schema does not name; Kafka skips them. Drop them, read again.
-            schema = load_request_schema(api_key, api_version)
-            frame = strip_unknown_tags(frame, schema.__header_schema__, schema)
-            header, offset = header_reader(frame, 0)
-            body, _ = body_reader(frame, offset)
-    except Exception as error:  # whatever the reader trips on, the bytes are the client's fault
+        # kio's native reader trusts the lengths it reads (an array's claimed count is allocated up front) and
+        # refuses tagged fields its schema does not name: every length is checked first, unknown tags cut out.
+        frame = check_request(frame, check)
+    except MalformedRequest as error:
+        raise MalformedRequest(f"{api_name(api_key)} v{api_version} body does not decode: {error}") from None
+    try:
+        header, offset = header_reader(frame, 0)
+        body, _ = body_reader(frame, offset)
+    except Exception as error:  # whatever the reader trips on (bad UTF-8, say), the bytes are the client's fault
         raise MalformedRequest(f"{api_name(api_key)} v{api_version} body does not decode: {error!r}") from error
     return Request(api_key, api_version, correlation_id, header.client_id or "", body)
 

@@ -95,5 +95,16 @@ class CloseConnection:
     reason: str
 
 
-# A handler returns a kio response dataclass, a Deferred one for a parked answer, NO_RESPONSE or CloseConnection.
+class InvalidRequest(Exception):
+    """A request Kafka's handler refuses with InvalidRequestException: ``KafkaApis.handleError`` logs it with the
+    request's context (peer and client) and answers with the request's error response (``getErrorResponse``), here
+    ``answer``. The connection does both; the handler only says why and what to answer."""
+
+    def __init__(self, reason: str, answer: Any) -> None:
+        super().__init__(reason)
+        self.answer = answer
+
+
+# A handler returns a kio response dataclass, a Deferred one for a parked answer, NO_RESPONSE or CloseConnection,
+# or raises InvalidRequest.
 Handler = Callable[[ApiContext, Call, Any], Any]

@@ -8,7 +8,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call
+from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, InvalidRequest
 from broker.storage.topics import Topic, is_valid_topic_name
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -61,6 +61,8 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
         )
 
     requested = body.topics
+    if version in (10, 11) and requested:
+        _refuse_topic_ids(cls, version, requested)
     if requested is None or (version == 0 and not requested):
         topics = tuple(describe(t) for t in ctx.topics.all())
     else:
@@ -93,3 +95,39 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
         cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
         error_code=ErrorCode.none,
     )
+
+
+def _refuse_topic_ids(cls: type, version: int, requested: Any) -> None:
+    """v10 and v11 carry a topic id and a nullable name, but look topics up by name only: KafkaApis'
+    handleTopicMetadataRequest throws InvalidRequestException for a null name or a topic id, and
+    MetadataRequest.getErrorResponse answers every requested topic with INVALID_REQUEST (a null name as ""),
+    no brokers, no cluster id, controller -1."""
+    if any(entry.name is None for entry in requested):
+        reason = f"Topic name can not be null for version {version}"
+    elif any(entry.topic_id is not None for entry in requested):  # kio reads the zero uuid (no id) as None
+        reason = f"Topic IDs are not supported in requests for version {version}"
+    else:
+        return
+    topic_cls = nested(cls, "MetadataResponseTopic")
+    topics = tuple(
+        build(
+            topic_cls,
+            error_code=ErrorCode.invalid_request,
+            name=entry.name if entry.name is not None else "",
+            topic_id=entry.topic_id if entry.topic_id is not None else _ZERO_UUID,
+            is_internal=False,
+            partitions=(),
+            topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        )
+        for entry in requested
+    )
+    answer = build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        brokers=(),
+        cluster_id=None,
+        controller_id=i32(-1),
+        topics=topics,
+        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+    )
+    raise InvalidRequest(reason, answer)

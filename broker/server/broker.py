@@ -1,7 +1,8 @@
 """The broker: its state, its listeners, and the loop timer that drives the purgatory.
 
 ``BrokerServer`` builds the shared state (coordinator, topics, purgatory, events, fault rules), listens on each of
-Kafka's listeners, and stops as Kafka unloads: parked requests answered, then connections closed. Each accepted
+Kafka's listeners (an ``Acceptor`` each, under the broker-wide connection quotas: broker/server/acceptor.py and
+quotas.py), and stops as Kafka unloads: parked requests answered, then connections closed. Each accepted
 connection is a ``Connection`` (broker/server/connection.py), which reads and answers its requests.
 """
 
@@ -18,8 +19,10 @@ from broker.api.base import ApiContext, BrokerIdentity
 from broker.config.settings import Endpoint, Settings
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.events.hub import EventFile, EventHub
+from broker.server.acceptor import Acceptor, bind
 from broker.server.connection import Connection
 from broker.server.faults import FaultRules
+from broker.server.quotas import ConnectionQuotas, Slot
 from broker.server.stats import RequestStats
 from broker.storage.delayed_fetch import DelayedFetches
 from broker.storage.partition_log import StorageBudget
@@ -114,7 +117,10 @@ class BrokerServer:
         self.fetches = DelayedFetches(self.purgatory)
         self._schedule_retention()
         self.connections: set[Connection] = set()
-        self._servers: list[asyncio.Server] = []
+        self.quotas = ConnectionQuotas(
+            settings.max_connections, settings.max_connections_per_ip, settings.max_connections_per_ip_overrides
+        )
+        self._servers: list[Acceptor] = []  # one per listener
         self.listeners: list[Listener] = []
         self._timer: LoopTimer | None = None
         self.api: ApiContext
@@ -127,7 +133,7 @@ class BrokerServer:
         self._timer = LoopTimer(loop, self.clock, self.purgatory)
         try:
             for endpoint in self.settings.bind_endpoints():
-                await self._listen(loop, endpoint)
+                await self._listen(endpoint)
         except OSError:
             await self._close_listeners()
             raise
@@ -144,15 +150,12 @@ class BrokerServer:
                 self.control = None
                 raise
 
-    async def _listen(self, loop: asyncio.AbstractEventLoop, endpoint: Endpoint) -> None:
+    async def _listen(self, endpoint: Endpoint) -> None:
         listener = Listener(endpoint.name)
-        host = endpoint.host or None  # Kafka's "PLAINTEXT://:9092" listens on every interface
-        # The API context is looked up per accepted connection: it is set just below, once the port is known.
-        server = await loop.create_server(
-            lambda: Connection(self, listener.api), host, endpoint.port, reuse_address=True
-        )
-        self._servers.append(server)
-        listener.port = server.sockets[0].getsockname()[1]
+        # Kafka's "PLAINTEXT://:9092" (an empty host) listens on every interface.
+        acceptor = Acceptor(endpoint.name, await bind(endpoint.host, endpoint.port), self.quotas)
+        self._servers.append(acceptor)
+        listener.port = acceptor.port
         advertised_host, advertised_port = self.settings.advertised_for(endpoint, listener.port)
         identity = BrokerIdentity(self.settings.node_id, advertised_host, advertised_port, self.settings.cluster_id)
         # Listeners share all state (producer ids included); only the address they hand out differs.
@@ -162,6 +165,11 @@ class BrokerServer:
             else ApiContext(self.coordinator, self.topics, identity, self.fetches)
         )
         self.listeners.append(listener)
+
+        def connection(slot: Slot) -> Connection:
+            return Connection(self, listener.api, slot)
+
+        acceptor.start(connection)
         log.info(
             "broker listening",
             listener=endpoint.name,

@@ -10,6 +10,11 @@ The steps are kept apart, after aiohttp's ``web_protocol``: ``data_received`` pa
 because it is the hot path; ``_handle`` answers any other request; ``_fail`` closes on an error; the end of each
 pass flushes the answers, then either closes (``_end``) or lets ``_update_reading`` decide, alone, whether to read.
 
+Nothing a client sends escapes as a traceback: a frame that does not decode (protocol/bounds.py checks every length
+before kio reads it) closes the connection with the reason; a handler's InvalidRequest is logged and answered with
+Kafka's error response; an answer that cannot be encoded (a string too long, MemoryError) closes the connection,
+logged with peer, client id and reason, never as asyncio's "Fatal error on transport".
+
 Flow control, both ways. Read side: a client that queues more than ``_MAX_QUEUED_REQUESTS`` behind a parked one
 is not read until half of them are answered. Write side: a client that sends requests and does not read the
 answers (pipelined Fetches, say) would make the broker hold its answers without bound, so the transport's write
@@ -31,11 +36,12 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.api.api_versions import unsupported_version_response
-from broker.api.base import NO_RESPONSE, ApiContext, Call, CloseConnection
+from broker.api.base import NO_RESPONSE, ApiContext, Call, CloseConnection, InvalidRequest
 from broker.api.dispatch import HANDLERS
 from broker.api.fault_answers import error_response, request_identity
 from broker.coordinator.messages import Client
 from broker.server.faults import CLOSE, DELAY, SWALLOW, FaultRule
+from broker.server.quotas import Slot
 from broker.timing.deferred import Deferred
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_name
 from protocol.codec import Request, decode_request, encode_response, peek_client_id
@@ -56,8 +62,9 @@ _HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.HEARTBEAT][1]
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: BrokerServer, api: ApiContext) -> None:
+    def __init__(self, server: BrokerServer, api: ApiContext, slot: Slot | None = None) -> None:
         self._server = server
+        self._slot = slot  # this connection's count in max.connections and max.connections.per.ip
         self._api = api  # the listener's: Metadata and FindCoordinator answer with its advertised address
         self._reader = FrameReader(server.settings.socket_request_max_bytes)
         self._high_water = server.settings.socket_send_buffer_high_bytes
@@ -137,6 +144,8 @@ class Connection(asyncio.Protocol):
         self._closed = True
         self._queue.clear()
         self._server.connections.discard(self)
+        if self._slot is not None:
+            self._slot.release()  # an acceptor waiting at max.connections may take the next one
 
     def _close_after_drain(self, reason: str) -> None:
         if self._close_when_drained is None:
@@ -194,6 +203,10 @@ class Connection(asyncio.Protocol):
                 self._end(self._close_when_drained)
             else:
                 self._update_reading()
+        except Exception:
+            # Nothing may escape to the transport: asyncio would log "Fatal error" without peer or client.
+            log.exception("connection failed", peer=self.peer, client_id=self._client_id)
+            self.close("internal error between requests")
         finally:
             if heartbeats or answered:
                 stats = self._server.request_stats
@@ -224,6 +237,17 @@ class Connection(asyncio.Protocol):
                 return request.api_key, request.api_version
         try:
             answer = self._dispatch(request)
+        except InvalidRequest as invalid:
+            # KafkaApis.handleError: logged with the request's context, answered with the request's error response.
+            log.warning(
+                "invalid request",
+                peer=self.peer,
+                client_id=self._client_id,
+                api=api_name(request.api_key),
+                version=request.api_version,
+                reason=str(invalid),
+            )
+            answer = invalid.answer
         except Exception:
             self._fail(api_name(request.api_key))
             return None
@@ -236,7 +260,8 @@ class Connection(asyncio.Protocol):
         if isinstance(answer, CloseConnection):
             self.close(answer.reason)
             return None
-        self._send(request, answer)
+        if not self._send(request, answer):
+            return None
         return request.api_key, request.api_version
 
     def _dispatch(self, request: Request) -> Any:
@@ -294,17 +319,25 @@ class Connection(asyncio.Protocol):
         self._server.request_stats.record(request.api_key, request.api_version, perf_counter() - started)
         self._schedule_drain()
 
-    def _send(self, request: Request, response: Any) -> None:
+    def _send(self, request: Request, response: Any) -> bool:
+        """Encode and buffer one answer; False when it could not be (the connection is then closed)."""
         transport = self._transport
         if self._closed or transport is None or response is NO_RESPONSE:
-            return
+            return True
         version = 0 if request.body is None else request.api_version  # unsupported ApiVersions: v0 body
-        answer = encode_response(request.api_key, version, request.correlation_id, response)
+        try:
+            answer = encode_response(request.api_key, version, request.correlation_id, response)
+        except Exception as error:  # MemoryError included: an answer too large to build is this connection's end
+            # Kafka's writers throw ("field is too long to be serialized"); the channel closes. Said here with the
+            # peer and client, never as the transport's "Fatal error" (which names neither).
+            self.close(f"the answer to {api_name(request.api_key)} v{version} cannot be encoded: {error!r}")
+            return False
         self._out.append(answer)
         self._out_bytes += len(answer)
         if self._out_bytes + transport.get_write_buffer_size() > self._high_water:
             # Past the high-water mark the answers go at once, so pause_writing stops the pass one answer past it.
             self._flush()
+        return True
 
     def _flush(self) -> None:
         out = self._out
