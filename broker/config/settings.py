@@ -343,11 +343,14 @@ OPTIONS: tuple[Option, ...] = (
         "resume once the answers waiting to be sent drain to this many bytes (Kafka has no such setting either)",
     ),
     Option(
-        "max_connections", int, "most client connections at once, all listeners together",
+        "max_connections", int,
+        "most client connections at once, all listeners together; at the limit the broker stops accepting until "
+        "one closes (the next connection waits, unread)",
         kafka="max.connections",
     ),
     Option(
-        "max_connections_per_ip", int, "most client connections at once from one address",
+        "max_connections_per_ip", int,
+        "most client connections at once from one address; a connection over it is closed at once",
         kafka="max.connections.per.ip",
     ),
     Option(

@@ -177,24 +177,25 @@ class Connection(asyncio.Protocol):
                     heartbeat = decode_heartbeat(frame, _HEARTBEAT_MAX_VERSION)
                     if heartbeat is not None:
                         version, correlation_id, client_id, group_id, generation_id, member_id, instance_id = heartbeat
-                        if client_id != self._client_id_raw:
-                            self._client_id_raw = client_id
-                            self._set_client_id(client_id.decode(errors="replace"))
-                        if armed and (rule := self._fault_rule(frame, _HEARTBEAT, group_id, member_id, instance_id)):
-                            error = self._fault(rule, frame)
-                            if error is not None:
-                                self._out.append(encode_heartbeat_response(version, correlation_id, error))
-                                answered.append((_HEARTBEAT, version))
+                        # A new client id that is not UTF-8 goes the generic way, where kio refuses it.
+                        if client_id == self._client_id_raw or self._learn_client_id(client_id):
+                            if armed and (
+                                rule := self._fault_rule(frame, _HEARTBEAT, group_id, member_id, instance_id)
+                            ):
+                                error = self._fault(rule, frame)
+                                if error is not None:
+                                    self._out.append(encode_heartbeat_response(version, correlation_id, error))
+                                    answered.append((_HEARTBEAT, version))
+                                continue
+                            try:
+                                error = coordinator.heartbeat(group_id, generation_id, member_id, instance_id)
+                            except Exception:
+                                self._fail("HEARTBEAT")
+                                break
+                            self._out.append(encode_heartbeat_response(version, correlation_id, error))
+                            heartbeats += 1
+                            heartbeat_version = version
                             continue
-                        try:
-                            error = coordinator.heartbeat(group_id, generation_id, member_id, instance_id)
-                        except Exception:
-                            self._fail("HEARTBEAT")
-                            break
-                        self._out.append(encode_heartbeat_response(version, correlation_id, error))
-                        heartbeats += 1
-                        heartbeat_version = version
-                        continue
                 done = self._handle(frame, started)
                 if done is not None:
                     answered.append(done)
@@ -299,6 +300,17 @@ class Connection(asyncio.Protocol):
         elif self._writing_paused or len(self._queue) > _MAX_QUEUED_REQUESTS or self._close_when_drained is not None:
             self._reading_paused = True
             transport.pause_reading()
+
+    def _learn_client_id(self, raw: bytes) -> bool:
+        """A new client id from the Heartbeat fast path; False when it is not UTF-8, so that the fast path never
+        answers a frame the generic path (kio's reader) would refuse."""
+        try:
+            client_id = raw.decode()
+        except UnicodeDecodeError:
+            return False
+        self._client_id_raw = raw
+        self._set_client_id(client_id)
+        return True
 
     def _set_client_id(self, client_id: str) -> None:
         if client_id != self._client_id:

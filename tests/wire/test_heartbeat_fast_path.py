@@ -90,3 +90,16 @@ async def eventually(check: Callable[[], bool], timeout: float = 2.0) -> None:
     while not check():
         assert asyncio.get_running_loop().time() < deadline, "condition not reached"
         await asyncio.sleep(0.005)
+
+
+async def test_a_client_id_that_is_not_utf8_is_refused_on_the_fast_path_as_on_the_generic_one(
+    server: BrokerServer, connect: Connect
+) -> None:
+    """The fast path answered this Heartbeat v4 (client id 0xab) while kio's reader refuses the same frame and the
+    connection closes: a client must not see two brokers depending on how a frame is decoded. Found by the fuzzer."""
+    good = await connect()
+    member, generation = await stable_group(good, "utf8")
+    hostile = await connect()
+    await hostile.send_raw(bytes.fromhex("00000019000c0004000002ab0004000000fa0003000000000000010000"))
+    assert await hostile.closed_by_peer()
+    assert (await good.call(heartbeat_request(4, "utf8", generation, member))).error_code is E.none
