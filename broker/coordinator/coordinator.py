@@ -16,7 +16,9 @@ for the control API's verbs. Heartbeat, the hot path, is answered here directly.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -57,6 +59,7 @@ from broker.timing.purgatory import Purgatory
 __all__ = ["Conflict", "GroupCoordinator", "UnknownTarget"]
 
 E = ErrorCode
+T = TypeVar("T")
 
 
 class GroupCoordinator:
@@ -94,6 +97,11 @@ class GroupCoordinator:
         self._extend_session = classic.extend_session  # bound once: the Heartbeat hot path calls it
 
     @property
+    def failed_operations(self) -> int:
+        """Operations that raised and were failed (``ClassicGroups.fail``): each one is a coordinator bug."""
+        return self._classic.failures
+
+    @property
     def config(self) -> GroupConfig:
         """The settings every handler reads; replacing them takes effect at the next request or timer."""
         return self._classic.config
@@ -104,19 +112,27 @@ class GroupCoordinator:
 
     # -- membership (sections 7-10) ---------------------------------------------------------------------
 
+    # JoinGroup, SyncGroup, LeaveGroup and the control verbs change groups: one that raises fails its group
+    # (``ClassicGroups.fail``: parked answers UNKNOWN_SERVER_ERROR, the group Empty) and is itself answered
+    # UNKNOWN_SERVER_ERROR, as Kafka's CoordinatorRuntime answers a write whose operation threw.
+
     def join(self, request: JoinRequest) -> Deferred[JoinResult]:
         if not self.active:
-            answer: Deferred[JoinResult] = Deferred()
-            answer.complete(JoinResult(E.coordinator_not_available, request.member_id))
-            return answer
-        return self._joins.join(request)
+            return _answered(JoinResult(E.coordinator_not_available, request.member_id))
+        try:
+            return self._joins.join(request)
+        except Exception as error:
+            self._classic.fail(request.group_id, "a JoinGroup", error)
+            return _answered(JoinResult(E.unknown_server_error, request.member_id))
 
     def sync(self, request: SyncRequest) -> Deferred[SyncResult]:
         if not self.active:
-            answer: Deferred[SyncResult] = Deferred()
-            answer.complete(SyncResult(E.coordinator_not_available))
-            return answer
-        return self._syncs.sync(request)
+            return _answered(SyncResult(E.coordinator_not_available))
+        try:
+            return self._syncs.sync(request)
+        except Exception as error:
+            self._classic.fail(request.group_id, "a SyncGroup", error)
+            return _answered(SyncResult(E.unknown_server_error))
 
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
@@ -150,7 +166,11 @@ class GroupCoordinator:
     def leave(self, group_id: str, leaving: Iterable[LeavingMember]) -> LeaveResult:
         if not self.active:
             return LeaveResult(E.coordinator_not_available)
-        return self._leaves.leave(group_id, leaving)
+        try:
+            return self._leaves.leave(group_id, leaving)
+        except Exception as error:
+            self._classic.fail(group_id, "a LeaveGroup", error)
+            return LeaveResult(E.unknown_server_error)
 
     def has_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -217,13 +237,27 @@ class GroupCoordinator:
         return None if group is None else detail(group)
 
     def kick(self, group_id: str, member_id: str) -> None:
-        self._verbs.kick(group_id, member_id)
+        with self._failing_verb(group_id, "the kick verb"):
+            self._verbs.kick(group_id, member_id)
 
     def fence(self, group_id: str, instance_id: str) -> tuple[str, str]:
-        return self._verbs.fence(group_id, instance_id)
+        with self._failing_verb(group_id, "the fence verb"):
+            return self._verbs.fence(group_id, instance_id)
 
     def force_rebalance(self, group_id: str) -> None:
-        self._verbs.force_rebalance(group_id)
+        with self._failing_verb(group_id, "the rebalance verb"):
+            self._verbs.force_rebalance(group_id)
+
+    @contextmanager
+    def _failing_verb(self, group_id: str, operation: str) -> Iterator[None]:
+        """A verb that raises unexpectedly fails its group, then still raises: the control API reports it."""
+        try:
+            yield
+        except (UnknownTarget, Conflict):
+            raise
+        except Exception as error:
+            self._classic.fail(group_id, operation, error)
+            raise
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
@@ -231,3 +265,9 @@ class GroupCoordinator:
         """Give up every group as Kafka does when it loses the offsets partition (section 16)."""
         self.active = False
         self._classic.unload_all()
+
+
+def _answered(result: T) -> Deferred[T]:
+    answer: Deferred[T] = Deferred()
+    answer.complete(result)
+    return answer

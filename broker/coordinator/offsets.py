@@ -111,27 +111,42 @@ class OffsetManager:
         self._groups.purgatory.schedule(OFFSETS_EXPIRATION, interval_ms, self._expire)
 
     def _expire(self) -> None:
-        """The periodic retention sweep; Empty groups left without offsets are deleted (section 16)."""
+        """The periodic retention sweep; Empty groups left without offsets are deleted (section 16).
+
+        The next sweep is armed whatever happens, as Kafka's cleanupGroupMetadata timer is scheduled with retry
+        (a sweep that throws runs again an interval later). Each group is swept in isolation besides: one group
+        that raises is logged and skipped, so it cannot keep the other groups' offsets forever. The sweep only
+        touches offsets, so the group's members are left alone.
+        """
+        try:
+            for group in list(self._groups.groups.values()):
+                try:
+                    self._expire_group(group)
+                except Exception:
+                    self._groups.failures += 1
+                    self._groups.log.exception("offsets retention sweep failed for a group", group_id=group.group_id)
+        finally:
+            self._schedule_expiration()
+
+    def _expire_group(self, group: ClassicGroup) -> None:
         now = self._groups.clock.now_ms()
         retention_ms = self._groups.config.offsets_retention_ms
-        for group in list(self._groups.groups.values()):
-            base = _expiration_base(group)
-            if base is not None and group.offsets:
-                for key, stored in list(group.offsets.items()):
-                    if base == "subscription" and group.is_subscribed_to(key[0]):
-                        continue
-                    if stored.expire_timestamp_ms is not None:
-                        expired = now >= stored.expire_timestamp_ms
-                    else:
-                        started = group.state_timestamp_ms if base == "state" else stored.commit_timestamp_ms
-                        expired = now - started >= retention_ms
-                    if expired:
-                        del group.offsets[key]
-                if not group.offsets:
-                    self._groups.events.offsets_expired(group)
-            if group.is_in(EMPTY) and not group.offsets:
-                self._groups.delete(group, "empty group without offsets expired")
-        self._schedule_expiration()
+        base = _expiration_base(group)
+        if base is not None and group.offsets:
+            for key, stored in list(group.offsets.items()):
+                if base == "subscription" and group.is_subscribed_to(key[0]):
+                    continue
+                if stored.expire_timestamp_ms is not None:
+                    expired = now >= stored.expire_timestamp_ms
+                else:
+                    started = group.state_timestamp_ms if base == "state" else stored.commit_timestamp_ms
+                    expired = now - started >= retention_ms
+                if expired:
+                    del group.offsets[key]
+            if not group.offsets:
+                self._groups.events.offsets_expired(group)
+        if group.is_in(EMPTY) and not group.offsets:
+            self._groups.delete(group, "empty group without offsets expired")
 
     # -- OffsetDelete (14.4, KIP-496) and deleted topics --------------------------------------------------
 

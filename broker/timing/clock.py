@@ -22,7 +22,7 @@ class Timers(Protocol):
 
     def next_deadline(self) -> int | None: ...
 
-    def run_due(self) -> None: ...
+    def run_due(self) -> object: ...  # the Purgatory returns how many fired
 
 
 class SystemClock:

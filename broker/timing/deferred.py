@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+import structlog
+
+log = structlog.get_logger("timing")
+
 T = TypeVar("T")
 U = TypeVar("U")
 
@@ -31,13 +35,23 @@ class Deferred(Generic[T]):
         return self._value  # type: ignore[return-value]
 
     def complete(self, value: T) -> bool:
+        """Answer the parked request; False if it was answered already.
+
+        Each callback runs in isolation: the coordinator completes many answers in one loop (every parked
+        JoinGroup of a generation), and one listener that raises (an answer that cannot be encoded) must not
+        stop the others from being answered nor abort the coordinator's operation half-way. Kafka's
+        CompletableFuture does the same: an exception in a dependent stage does not reach ``complete``'s caller.
+        """
         if self.done:
             return False
         self._value = value
         self.done = True
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
-            callback(value)
+            try:
+                callback(value)
+            except Exception:
+                log.exception("callback of a parked answer failed", callback=repr(callback))
         return True
 
     def map(self, transform: Callable[[T], U]) -> Deferred[U]:

@@ -11,15 +11,24 @@ is lazy so that the hot path stays O(1): moving a deadline *later* (every
 Heartbeat does this) is one attribute store; when the old heap slot comes up,
 the deadline is pushed again at its new time. Moving it earlier pushes one more
 heap slot for the same object; the slot whose time no longer matches is skipped.
+
+Each due action runs in isolation: one that raises is logged with its key and counted (``failures``), and the
+actions due after it still fire, as Kafka's ``CoordinatorTimer`` fails one timer's write event without touching
+the others. Whoever arms an action still owns its consequences: a coordinator timer that must not leave a group
+stuck guards itself (``ClassicGroups.fail``), this is only the last line.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, KeysView
+
+import structlog
 
 from broker.timing.clock import Clock
+
+log = structlog.get_logger("timing")
 
 Action = Callable[[], None]
 
@@ -44,6 +53,7 @@ class Purgatory:
         self._entries: dict[Hashable, Deadline] = {}
         self._heap: list[tuple[int, int, Deadline]] = []
         self._seq = itertools.count()
+        self.failures = 0  # actions that raised (each logged with its key)
 
     def set_wakeup(self, wakeup: Callable[[int], None]) -> None:
         """Called with a deadline whenever it becomes the earliest one armed."""
@@ -92,6 +102,10 @@ class Purgatory:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def keys(self) -> KeysView[Hashable]:
+        """Every armed key (a live view): what the checks of timers left armed look at."""
+        return self._entries.keys()
+
     def next_deadline(self) -> int | None:
         """The earliest armed heap slot (possibly one re-armed later; firing it early is harmless)."""
         heap = self._heap
@@ -115,8 +129,12 @@ class Purgatory:
                 continue
             del self._entries[entry.key]
             entry.live = False
-            entry.action()
             fired += 1
+            try:
+                entry.action()
+            except Exception:
+                self.failures += 1
+                log.exception("timer action failed", key=repr(entry.key))
         return fired
 
     def _push(self, entry: Deadline) -> None:

@@ -182,6 +182,22 @@ class ClassicGroup:
         member.sync_answer = None
         return sync
 
+    def forget_members(self) -> list[Member]:
+        """Drop every member and all bookkeeping about them at once; returns them (their answers still parked).
+
+        Only for a group whose bookkeeping cannot be trusted any more (``ClassicGroups.fail``): it does not
+        rely on the counters being right, it resets them.
+        """
+        members = list(self.members.values())
+        self.members.clear()
+        self.static_members.clear()
+        self.pending_members.clear()
+        self.not_yet_synced.clear()
+        self.supported_protocols.clear()
+        self.awaiting_join_count = 0
+        self.leader_id = None
+        return members
+
     def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
         member = self.members.pop(old_id)
         member.member_id = new_id

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.member import Member
-from broker.coordinator.classic.state import COMPLETING, DEAD, PREPARING, STABLE, GroupState
+from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, GroupState
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.group_events import GroupEventLog
 from broker.coordinator.messages import JoinResult, SyncResult
@@ -39,6 +39,7 @@ class ClassicGroups:
         self.events = events
         self.log = log
         self.groups: dict[str, ClassicGroup] = {}
+        self.failures = 0  # operations that raised and were failed (``fail``): each is a coordinator bug
 
     # -- groups ------------------------------------------------------------------------------------------
 
@@ -60,6 +61,10 @@ class ClassicGroups:
         group.offsets.clear()
         self.purgatory.cancel(group.join_key)
         self.purgatory.cancel(group.sync_key)
+        # An Empty group may still hold KIP-394 member ids awaiting their second JoinGroup: no timer outlives it.
+        for member_id in group.pending_members:
+            self.purgatory.cancel(heartbeat_key(group.group_id, member_id))
+        group.pending_members.clear()
         self.transition(group, DEAD)
         del self.groups[group.group_id]
         self.events.group_deleted(group, why)
@@ -71,14 +76,20 @@ class ClassicGroups:
     # -- members -----------------------------------------------------------------------------------------
 
     def remove_member(self, group: ClassicGroup, member: Member) -> None:
-        """Cancel its session, answer its parked JoinGroup UNKNOWN_MEMBER_ID and drop it.
+        """Cancel its session, answer its parked JoinGroup (and SyncGroup) UNKNOWN_MEMBER_ID and drop it.
 
         The caller says why in an event and decides about rebalancing (``Rebalancer.after_departure``).
+        Kafka's removeMemberAndUpdateClassicGroup answers only the JoinGroup; a SyncGroup parked by a member that
+        another connection made leave is then never answered (its client times out). We answer it as the kick
+        verb does: the client learns at once what it would learn on its next request, and nothing waits forever.
         """
         self.purgatory.cancel(member.heartbeat_key)
         join = group.take_join(member)
         if join is not None:
             join.complete(JoinResult(error=E.unknown_member_id, member_id=""))
+        sync = group.take_sync(member)
+        if sync is not None:
+            sync.complete(SyncResult(E.unknown_member_id))
         group.remove_member(member.member_id)
 
     def remove_pending_member(self, group: ClassicGroup, member_id: str, why: str) -> None:
@@ -100,6 +111,70 @@ class ClassicGroups:
             return
         member.last_heartbeat_ms = self.clock.now_ms()
         member.expiry = self.purgatory.schedule(member.heartbeat_key, timeout_ms, expiry.action)
+
+    # -- an operation that raised ---------------------------------------------------------------------------
+
+    def fail(self, group_id: str, operation: str, error: Exception) -> None:
+        """An operation on the group raised: answer everything it had parked and start the group over, Empty.
+
+        Kafka's CoordinatorRuntime fails a write whose operation throws: the request gets the exception's error
+        (UNKNOWN_SERVER_ERROR for anything but an ApiException) and a failed timer is logged and dropped
+        (``EventBasedCoordinatorTimer``). Its classic groups are not timeline-backed, so what the operation did
+        before it threw stays done, and a group can sit in PreparingRebalance with its JoinGroups parked forever
+        (``ClassicGroup.selectProtocol`` throwing on a duplicated protocol name did exactly that). We cannot know
+        which half of the operation ran, so rather than guess we give the group the one clean state the table
+        allows from anywhere: every parked JoinGroup and SyncGroup is answered UNKNOWN_SERVER_ERROR, every member
+        (and KIP-394 pending id) is removed with its timers, and the group goes to Empty through
+        PreparingRebalance with a new generation, keeping its committed offsets. Clients rejoin as new members
+        (their next Heartbeat is told UNKNOWN_MEMBER_ID). Never raises: it is what callers fall back on.
+        """
+        self.failures += 1
+        group = self.groups.get(group_id)
+        self.log.error(
+            "group operation failed: its parked requests are answered UNKNOWN_SERVER_ERROR and the group restarts",
+            group_id=group_id,
+            operation=operation,
+            state=None if group is None else group.state.value,
+            exc_info=error,
+        )
+        if group is None or group.is_in(DEAD):
+            return
+        try:
+            self._restart(group, operation)
+        except Exception:
+            self.log.exception("restarting a failed group failed", group_id=group_id, operation=operation)
+
+    def _restart(self, group: ClassicGroup, operation: str) -> None:
+        purgatory = self.purgatory
+        purgatory.cancel(group.join_key)
+        purgatory.cancel(group.sync_key)
+        for member_id in group.pending_members:
+            purgatory.cancel(heartbeat_key(group.group_id, member_id))
+        members = group.forget_members()
+        for member in members:
+            purgatory.cancel(member.heartbeat_key)
+            join, member.join_answer = member.join_answer, None
+            if join is not None:
+                join.complete(JoinResult(error=E.unknown_server_error, member_id=member.member_id))
+            sync, member.sync_answer = member.sync_answer, None
+            if sync is not None:
+                sync.complete(SyncResult(E.unknown_server_error))
+        for member in members:
+            self.events.member_left(group, member, "coordinator_error", f"removed because {operation} failed")
+        # Empty along the table (Stable and CompletingRebalance go through PreparingRebalance), in a new generation
+        # as Kafka's initNextGeneration makes one without members; spelt out, as the step that raised may be that.
+        now = self.clock.now_ms()
+        if group.state in (STABLE, COMPLETING):
+            group.transition_to(PREPARING, now)
+            self.events.state_changed(group)
+        if group.is_in(PREPARING):
+            group.generation_id += 1
+            group.protocol_name = None
+            group.subscribed_topics = frozenset()
+            group.assignment_view = None
+            group.transition_to(EMPTY, now)
+            self.events.state_changed(group)
+            self.events.group_emptied(group)
 
     # -- unloading (section 16) ----------------------------------------------------------------------------
 

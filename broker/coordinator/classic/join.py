@@ -10,12 +10,13 @@ a static replacement does, and what the control API's fence verb does on purpose
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.classic.group import ClassicGroup, MemberError
 from broker.coordinator.classic.groups import ClassicGroups
-from broker.coordinator.classic.member import Member
+from broker.coordinator.classic.member import Member, Protocols
 from broker.coordinator.classic.rebalance import Rebalancer, member_list
 from broker.coordinator.classic.sessions import Sessions
 from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
@@ -40,6 +41,17 @@ class JoinHandler:
         answer: Deferred[JoinResult] = Deferred()
         if not request.group_id:
             return _answered(answer, E.invalid_group_id, request.member_id)
+        protocols = unique_protocols(request.protocols)
+        if protocols is not request.protocols:
+            self._groups.log.info(
+                "join lists a protocol name more than once: the first of each name is kept",
+                group_id=request.group_id,
+                member_id=request.member_id,
+                client_id=request.client.client_id,
+                client_host=request.client.host,
+                protocols=[name for name, _ in request.protocols],
+            )
+            request = replace(request, protocols=protocols)
         config = self._groups.config
         if not config.min_session_timeout_ms <= request.session_timeout_ms <= config.max_session_timeout_ms:
             return _answered(answer, E.invalid_session_timeout, request.member_id)
@@ -51,8 +63,11 @@ class JoinHandler:
             group = self._groups.create(request.group_id)
 
         if not self._has_room_for(group, request.member_id):
-            if group.has_member(request.member_id):
-                group.remove_member(request.member_id)
+            member = group.members.get(request.member_id)
+            if member is not None:
+                # Kafka's group.remove(memberId): no event, no rebalance. Its heartbeat timer would expire without
+                # effect; cancelling it (remove_member) keeps every armed heartbeat key a member's.
+                self._groups.remove_member(group, member)
             self._groups.log.info(
                 "join rejected: group is full",
                 group_id=group.group_id,
@@ -238,6 +253,31 @@ class JoinHandler:
         # An old id's timer left armed expires harmlessly: the group no longer knows that id.
         self._sessions.start(group, member, member.session_timeout_ms)
         self._events.member_fenced(group, old_member_id, member, cause, reason)
+
+
+def unique_protocols(protocols: Protocols) -> Protocols:
+    """The member's protocols with each name once, the first occurrence kept (the same tuple when already so).
+
+    JoinGroup's protocol list is declared keyed by name (``"mapKey": true`` in JoinGroupRequest.json), and
+    everything in Kafka that reads a member's protocols by name takes the first entry of that name
+    (``ClassicGroupMember.metadata`` and ``vote``). But Kafka's generated ``JoinGroupRequestProtocolCollection``
+    is a multi-collection that keeps duplicates, and ``ClassicGroup.incrementSupportedProtocols`` counts each
+    entry, so a member listing ``range`` twice counts as two supporters: no protocol has exactly as many
+    supporters as the group has members, ``selectProtocol`` throws when the join phase ends, and the group is
+    stuck in PreparingRebalance with its JoinGroups parked. Kafka's own consumer never sends duplicates (it
+    refuses two assignors of one name: ``ConsumerPartitionAssignor.getAssignorInstances``), so we keep the keyed
+    reading Kafka's readers agree on and drop the repeats at the door: nothing malformed reaches the counting or
+    the timers. Rejecting the join instead (INCONSISTENT_GROUP_PROTOCOL) would refuse a member Kafka accepts.
+    """
+    if len(protocols) < 2 or len({name for name, _ in protocols}) == len(protocols):
+        return protocols
+    seen: set[str] = set()
+    kept = []
+    for name, metadata in protocols:
+        if name not in seen:
+            seen.add(name)
+            kept.append((name, metadata))
+    return tuple(kept)
 
 
 def _answered(answer: Deferred[JoinResult], error: ErrorCode, member_id: str) -> Deferred[JoinResult]:

@@ -79,7 +79,29 @@ class Rebalancer:
             group.join_key, group.rebalance_timeout_ms(), partial(self._on_join_deadline, group.group_id)
         )
 
+    # Timer actions: each one that raises fails the group (``ClassicGroups.fail``) rather than leave it parked.
+
     def _on_initial_delay(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
+        try:
+            self._initial_delay_passed(group_id, delay_ms, remaining_ms)
+        except Exception as error:
+            self._groups.fail(group_id, "the initial rebalance delay", error)
+
+    def _on_join_deadline(self, group_id: str) -> None:
+        try:
+            group = self._groups.get(group_id)
+            if group is not None and group.is_in(PREPARING):
+                self.complete_join(group)
+        except Exception as error:
+            self._groups.fail(group_id, "the join deadline", error)
+
+    def _on_sync_deadline(self, group_id: str, generation_id: int) -> None:
+        try:
+            self._sync_deadline_passed(group_id, generation_id)
+        except Exception as error:
+            self._groups.fail(group_id, "the sync deadline", error)
+
+    def _initial_delay_passed(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
         group = self._groups.get(group_id)
         if group is None or not group.is_in(PREPARING):
             return
@@ -91,11 +113,6 @@ class Rebalancer:
                 group.join_key, new_delay, partial(self._on_initial_delay, group_id, new_delay, new_remaining)
             )
         else:
-            self.complete_join(group)
-
-    def _on_join_deadline(self, group_id: str) -> None:
-        group = self._groups.get(group_id)
-        if group is not None and group.is_in(PREPARING):
             self.complete_join(group)
 
     def complete_join(self, group: ClassicGroup) -> None:
@@ -180,7 +197,7 @@ class Rebalancer:
             # Its session could not expire while it waited; start counting again.
             self._groups.extend_session(member, member.session_timeout_ms)
 
-    def _on_sync_deadline(self, group_id: str, generation_id: int) -> None:
+    def _sync_deadline_passed(self, group_id: str, generation_id: int) -> None:
         """8.1: members that never sent SyncGroup for this generation are removed."""
         group = self._groups.get(group_id)
         if group is None or group.generation_id != generation_id or group.state not in (COMPLETING, STABLE):

@@ -27,7 +27,11 @@ class MemberExpiry:
         self.member_id = member_id
 
     def __call__(self) -> None:
-        self.sessions.on_expired(self.group_id, self.member_id)
+        try:
+            self.sessions.on_expired(self.group_id, self.member_id)
+        except Exception as error:
+            # An expiry that raised half-way must not leave the group rebalancing forever (ClassicGroups.fail).
+            self.sessions.fail(self.group_id, f"the session expiry of {self.member_id}", error)
 
 
 class Sessions:
@@ -48,6 +52,9 @@ class Sessions:
         self._groups.purgatory.schedule(
             heartbeat_key(group.group_id, member_id), timeout_ms, MemberExpiry(self, group.group_id, member_id)
         )
+
+    def fail(self, group_id: str, operation: str, error: Exception) -> None:
+        self._groups.fail(group_id, operation, error)
 
     def on_expired(self, group_id: str, member_id: str) -> None:
         group = self._groups.live(group_id)

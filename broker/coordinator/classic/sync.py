@@ -78,7 +78,12 @@ class SyncHandler:
         # An in-memory store never fails, so the group becomes Stable at once.
         self._rebalancer.propagate_assignment(group, E.none)
         self._groups.transition(group, STABLE)
-        self._referee(group, sent)
+        try:
+            self._referee(group, sent)
+        except Exception:
+            # The referee only reports: a bug in it must not fail a generation whose answers have gone out.
+            self._groups.failures += 1
+            self._groups.log.exception("assignment referee failed", group_id=group.group_id)
 
     def _referee(self, group: ClassicGroup, sent: list[tuple[str, bytes]]) -> None:
         """Report the generation's assignment; for the consumer protocol, judge it. Never changes an answer."""
