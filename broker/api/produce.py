@@ -9,8 +9,9 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64
 
 from broker.api.base import NO_RESPONSE, NO_THROTTLE, ApiContext, Call, CloseConnection
+from broker.storage.codecs import ZSTD
 from broker.storage.partition_log import StorageFull
-from broker.storage.records import InvalidBatch, split_batches, validate_client_batch
+from broker.storage.records import InflationBudget, InvalidBatch, split_batches, validate_client_batch
 from broker.storage.topics import Topic
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -18,6 +19,7 @@ from protocol.codec import build, nested, response_schema
 log = structlog.get_logger("produce")
 
 _VALID_ACKS = (-1, 0, 1)
+_FIRST_ZSTD_VERSION = 7  # KIP-110
 
 
 class _Outcome:
@@ -32,11 +34,14 @@ class _Outcome:
 
 def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
     acks = body.acks
+    # One for the whole request: what its compressed batches may decompress to together (records.InflationBudget),
+    # from the broker's message.max.bytes, which a client cannot raise (a topic's max.message.bytes it can).
+    budget = InflationBudget(ctx.topics.defaults.max_message_bytes)
     outcomes: list[tuple[str, list[tuple[int, _Outcome]]]] = []
     for topic_data in body.topic_data:
         answered = []
         for partition_data in topic_data.partition_data:
-            outcome = _append(ctx, call, topic_data.name, partition_data.index, partition_data.records, acks)
+            outcome = _append(ctx, call, topic_data.name, partition_data.index, partition_data.records, acks, budget)
             answered.append((partition_data.index, outcome))
         outcomes.append((topic_data.name, answered))
 
@@ -49,7 +54,15 @@ def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
     return _response(call.api_version, outcomes)
 
 
-def _append(ctx: ApiContext, call: Call, name: str, partition: int, records: bytes | None, acks: int) -> _Outcome:
+def _append(
+    ctx: ApiContext,
+    call: Call,
+    name: str,
+    partition: int,
+    records: bytes | None,
+    acks: int,
+    budget: InflationBudget,
+) -> _Outcome:
     """One partition, checked in KafkaApis' order: metadata, batch shape, acks, then the log's own checks."""
     topic = ctx.topics.get_or_auto_create(name)
     partition_log = topic.log(partition) if topic is not None else None
@@ -57,6 +70,12 @@ def _append(ctx: ApiContext, call: Call, name: str, partition: int, records: byt
         return _Outcome(ErrorCode.unknown_topic_or_partition)
     try:
         batches = split_batches(records or b"")
+        if batches and batches[0][0].compression == ZSTD and call.api_version < _FIRST_ZSTD_VERSION:
+            # ProduceRequest.validateRecords, between the magic check and the one-batch check.
+            raise InvalidBatch(
+                ErrorCode.unsupported_compression_type,
+                f"Produce requests with version {call.api_version} are not allowed to use ZStandard compression",
+            )
         if len(batches) != 1:
             # ProduceRequest.validateRecords: v3+ carries exactly one batch per partition.
             raise InvalidBatch(
@@ -67,10 +86,10 @@ def _append(ctx: ApiContext, call: Call, name: str, partition: int, records: byt
         if acks not in _VALID_ACKS:
             return _Outcome(ErrorCode.invalid_required_acks)
         header, batch = batches[0]
-        validate_client_batch(header, batch, topic.max_message_bytes)
+        index = validate_client_batch(header, batch, topic.max_message_bytes, budget)
         if header.is_transactional:
             raise InvalidBatch(ErrorCode.invalid_txn_state, "this broker has no transaction coordinator")
-        base_offset = partition_log.append(header, batch)
+        base_offset = partition_log.append(header, batch, index)
     except InvalidBatch as error:
         _refused(call, topic, partition, error.error, str(error))
         return _Outcome(error.error, message=str(error))
@@ -89,6 +108,7 @@ def _refused(call: Call, topic: Topic, partition: int, error: ErrorCode, reason:
         error=error.name,
         reason=reason,
         client_id=call.client.client_id,
+        host=call.client.host,
     )
 
 

@@ -2,6 +2,15 @@
 
 Kafka 4 supports CreateTopics 2-7 and DeleteTopics 1-6 (KIP-896 removed the
 older versions, and kio carries Kafka 4's schemas), so those are the ranges here.
+
+Two limits are checked before anything is allocated (issue 14's partition bomb):
+- max.partitions.per.request: Kafka's controller refuses an operation that would write more than
+  MAX_RECORDS_PER_USER_OP (10,000) metadata records, counted as it counts them (CreateTopics: a
+  TopicRecord, a ConfigRecord per config and a PartitionRecord per partition of each topic it would
+  create; CreatePartitions: a PartitionRecord per partition added), with POLICY_VIOLATION
+  "Unable to perform excessively large batch operation.". CreateTopics refuses the whole request.
+- max.partitions.per.topic (ours): a topic may not have more partitions, POLICY_VIOLATION for that
+  topic alone; checked after everything Kafka checks, so at the defaults Kafka's answer comes first.
 """
 
 from __future__ import annotations
@@ -10,11 +19,12 @@ import uuid
 from collections import Counter
 from typing import Any
 
+import structlog
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call
-from broker.storage.topics import InvalidConfig, Topic, check_configs, is_valid_topic_name
+from broker.storage.topics import InvalidConfig, Topic, check_configs, shown, topic_name_problem
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -24,6 +34,10 @@ _BROKERS = 1
 _ZERO_UUID = uuid.UUID(int=0)
 _DUPLICATE_NAME = "Duplicate topic name."
 _UNKNOWN_TOPIC = "This server does not host this topic-partition."
+# EventHandlerExceptionInfo's PolicyViolationException for a BoundedListTooLongException (KAFKA-14996).
+_EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
+
+log = structlog.get_logger("topic_admin")
 
 
 class _Refused(Exception):
@@ -38,20 +52,25 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
     result_cls = nested(cls, "CreatableTopicResult")
     config_cls = nested(cls, "CreatableTopicConfigs") if version >= 5 else None
     counts = Counter(t.name for t in body.topics)
-    results = []
+    # Everything is checked before anything is created: a refusal of the whole request leaves nothing behind.
+    planned: list[tuple[Any, ErrorCode, str, int, int]] = []
+    records = 0  # metadata records, as ReplicationControlManager.createTopic adds them
+    claimed: dict[str, str] = {}  # the topics planned so far, by their names with '.' made '_'
+
     for request in body.topics:
         name = request.name
         if counts[name] > 1:
             continue  # ControllerApis answers a duplicated name once, after the rest
-        topic: Topic | None = None
         partitions, replication = -1, -1
         try:
             # ReplicationControlManager.createTopics' order: name, existence, configs, then the partitioning.
-            if not is_valid_topic_name(name):
-                raise _Refused(ErrorCode.invalid_topic_exception, f"Topic name {name!r} is illegal.")
+            problem = topic_name_problem(name)
+            if problem is not None:
+                raise _Refused(ErrorCode.invalid_topic_exception, problem)
             if ctx.topics.get(name) is not None:
                 raise _Refused(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
-            clash = _colliding_topic(ctx, name)
+            unified = name.replace(".", "_")
+            clash = ctx.topics.colliding(name) or claimed.get(unified)
             if clash is not None:
                 # '.' and '_' both become '_' in metric names, so Kafka refuses names equal up to them.
                 raise _Refused(
@@ -61,29 +80,70 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
             nulls = [c.name for c in request.configs if c.value is None]
             if nulls:
                 raise _Refused(
-                    ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}"
+                    ErrorCode.invalid_config,
+                    f"Null value not supported for topic configs: {shown(','.join(nulls))}",
                 )
             try:
                 check_configs(configs)
             except InvalidConfig as bad:
                 raise _Refused(ErrorCode.invalid_config, str(bad)) from None
             partitions, replication = _partitioning(ctx, request)
-            if not body.validate_only:
-                topic = ctx.topics.create(name, partitions, configs)
+            # A TopicRecord, a ConfigRecord per config, a PartitionRecord per partition.
+            counted = records + 1 + len(configs) + partitions
+            if counted > ctx.topics.max_partitions_per_request:
+                return _too_large(ctx, call, cls, result_cls, body.topics, counted)
+            # Ours, checked where Kafka consults its CreateTopicPolicy (whose refusals are POLICY_VIOLATION too),
+            # after everything Kafka checks: with both limits at their default, Kafka's answer always comes first.
+            _check_topic_size(ctx, name, partitions)
+            records = counted
+            claimed[unified] = name
             error, message = ErrorCode.none, ""
         except _Refused as refusal:
             error, message = refusal.error, str(refusal)
             partitions, replication = -1, -1
+        planned.append((request, error, message, partitions, replication))
+    results = []
+    for request, error, message, partitions, replication in planned:
+        topic: Topic | None = None
+        if error is ErrorCode.none and not body.validate_only:
+            topic = ctx.topics.create(request.name, partitions, {c.name: c.value for c in request.configs})
         # An error result carries Kafka's defaults: no id, -1 counts, an empty config list.
         described: tuple[Any, ...] = ()
         if error is ErrorCode.none and config_cls is not None:
             overrides = topic.configs if topic is not None else {c.name: c.value for c in request.configs}
             described = _describe_configs(ctx, config_cls, overrides)
-        results.append(_create_result(result_cls, name, error, message, topic, partitions, replication, described))
+        results.append(
+            _create_result(result_cls, request.name, error, message, topic, partitions, replication, described)
+        )
     for name, count in counts.items():
         if count > 1:
             results.append(_create_result(result_cls, name, ErrorCode.invalid_request, _DUPLICATE_NAME))
     return build(cls, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def _too_large(ctx: ApiContext, call: Call, cls: type, result_cls: type, topics: Any, records: int) -> Any:
+    """The whole CreateTopics refused, as Kafka refuses an operation past MAX_RECORDS_PER_USER_OP.
+
+    ReplicationControlManager adds its records to a BoundedList; the BoundedListTooLongException fails the whole
+    controller operation, EventHandlerExceptionInfo makes it a PolicyViolationException, and ControllerApis answers
+    it with CreateTopicsRequest.getErrorResponse: that error for every topic of the request, duplicates included.
+    """
+    _log_refusal(call, "CreateTopics", ctx.topics.max_partitions_per_request, records)
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(_create_result(result_cls, t.name, ErrorCode.policy_violation, _EXCESSIVE_BATCH) for t in topics),
+    )
+
+
+def _log_refusal(call: Call, api: str, limit: int, records: int) -> None:
+    log.warning(
+        "topic change refused",
+        api=api,
+        client_id=call.client.client_id,
+        host=call.client.host,
+        reason=f"it would create at least {records} metadata records, more than max.partitions.per.request ({limit})",
+    )
 
 
 def _create_result(
@@ -107,11 +167,6 @@ def _create_result(
         replication_factor=i16(replication),
         configs=configs,
     )
-
-
-def _colliding_topic(ctx: ApiContext, name: str) -> str | None:
-    unified = name.replace(".", "_")
-    return next((t.name for t in ctx.topics.all() if t.name.replace(".", "_") == unified), None)
 
 
 def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int]:
@@ -157,6 +212,16 @@ def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int]:
             f"{replication} cannot be reached because only {_BROKERS} broker(s) are registered.",
         )
     return partitions, replication
+
+
+def _check_topic_size(ctx: ApiContext, name: str, partitions: int) -> None:
+    """Ours (Kafka has no such limit): every partition of a test broker is kept in memory, and listed by Metadata."""
+    limit = ctx.topics.max_partitions_per_topic
+    if partitions > limit:
+        raise _Refused(
+            ErrorCode.policy_violation,
+            f"Topic '{name}' would have {partitions} partitions, more than max.partitions.per.topic ({limit}).",
+        )
 
 
 def _check_replicas(ctx: ApiContext, broker_ids: Any) -> None:
@@ -266,12 +331,28 @@ def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
     cls = response_schema(ApiKey.CREATE_PARTITIONS, call.api_version)
     result_cls = nested(cls, "CreatePartitionsTopicResult")
     counts = Counter(t.name for t in body.topics)
+    limit = ctx.topics.max_partitions_per_request
+    if len(counts) - sum(1 for c in counts.values() if c > 1) > limit:
+        # ReplicationControlManager's results list is a BoundedList too: the whole operation fails, and ControllerApis
+        # answers every topic of the request (getErrorResponse) with the PolicyViolationException.
+        _log_refusal(call, "CreatePartitions", limit, len(counts))
+        return build(
+            cls,
+            throttle_time=NO_THROTTLE,
+            results=tuple(
+                build(result_cls, name=t.name, error_code=ErrorCode.policy_violation, error_message=_EXCESSIVE_BATCH)
+                for t in body.topics
+            ),
+        )
     # ControllerApis answers each duplicated name once, before the rest.
     results = [
         build(result_cls, name=name, error_code=ErrorCode.invalid_request, error_message=_DUPLICATE_NAME)
         for name, count in counts.items()
         if count > 1
     ]
+    growing: list[tuple[Topic, int]] = []
+    records = 0  # PartitionRecords, as ReplicationControlManager.createPartitions adds them
+    overflowed = False
     for request in body.topics:
         if counts[request.name] > 1:
             continue
@@ -288,19 +369,34 @@ def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
                 )
             if request.count == topic.partitions:
                 raise _Refused(ErrorCode.invalid_partitions, f"Topic already has {topic.partitions} partition(s).")
+            if request.assignments is not None and len(request.assignments) != request.count - topic.partitions:
+                raise _Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Attempted to add {request.count - topic.partitions} additional partition(s), but only "
+                    f"{len(request.assignments)} assignment(s) were specified.",
+                )
             if request.assignments is not None:
-                if len(request.assignments) != request.count - topic.partitions:
-                    raise _Refused(
-                        ErrorCode.invalid_replica_assignment,
-                        f"Attempted to add {request.count - topic.partitions} additional partition(s), but only "
-                        f"{len(request.assignments)} assignment(s) were specified.",
-                    )
                 for assignment in request.assignments:
                     _check_replicas(ctx, assignment.broker_ids)
-            if not body.validate_only:
-                ctx.topics.add_partitions(topic, request.count)
+            counted = records + request.count - topic.partitions
+            if overflowed or counted > limit:
+                # Kafka's BoundedList overflows here, inside createPartitions' per-topic try: its catch-all answers
+                # this topic UNKNOWN_SERVER_ERROR, keeps the records added before the overflow (a partial growth)
+                # and fails every later topic the same way (the list stays full). Here the topic is refused whole,
+                # with the PolicyViolationException KAFKA-14996 meant for an overly large operation, and so is
+                # every later one that would add partitions.
+                if not overflowed:
+                    _log_refusal(call, "CreatePartitions", limit, counted)
+                overflowed = True
+                raise _Refused(ErrorCode.policy_violation, _EXCESSIVE_BATCH)
+            _check_topic_size(ctx, request.name, request.count)
+            records = counted
+            growing.append((topic, request.count))
             error, message = ErrorCode.none, ""
         except _Refused as refusal:
             error, message = refusal.error, str(refusal)
         results.append(build(result_cls, name=request.name, error_code=error, error_message=message or None))
+    if not body.validate_only:
+        for topic, count in growing:
+            ctx.topics.add_partitions(topic, count)
     return build(cls, throttle_time=NO_THROTTLE, results=tuple(results))

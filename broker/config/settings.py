@@ -26,7 +26,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from broker.coordinator.config import INT32_MAX, GroupConfig
-from broker.storage.topics import LogDefaults, parse_topic_spec
+from broker.storage.topics import KAFKA_MAX_RECORDS_PER_USER_OP, LogDefaults, parse_topic_spec
 
 ENV_PREFIX = "GROUP_BROKER_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -112,8 +112,8 @@ class Settings:
     max_connections: int = INT32_MAX
     max_connections_per_ip: int = INT32_MAX
     max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()
-    max_partitions_per_request: int = 10_000
-    max_partitions_per_topic: int = 10_000
+    max_partitions_per_request: int = KAFKA_MAX_RECORDS_PER_USER_OP
+    max_partitions_per_topic: int = KAFKA_MAX_RECORDS_PER_USER_OP
     topics: tuple[tuple[str, int], ...] = ()
     auto_create_topics: bool = True
     num_partitions: int = 1
@@ -359,12 +359,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "max_partitions_per_request", int,
-        "most partitions one CreateTopics or CreatePartitions may create, all topics together (Kafka's controller "
-        "refuses more than 10,000 records in one operation)",
+        "most metadata records one CreateTopics or CreatePartitions may write, counted as Kafka's controller counts "
+        "them (one per topic, per config and per partition); past it, POLICY_VIOLATION and nothing is created "
+        "(Kafka's is fixed at 10,000)",
     ),
     Option(
         "max_partitions_per_topic", int,
-        "most partitions a topic may have (Kafka has no such limit; a test broker keeps every partition in memory)",
+        "most partitions one topic may have through CreateTopics or CreatePartitions; past it that topic gets "
+        "POLICY_VIOLATION (Kafka has no such limit; a test broker keeps every partition in memory)",
     ),
     Option(
         "topic", _topics, "NAME:PARTITIONS to create at start (flag repeatable; variable comma-separated)",

@@ -110,6 +110,8 @@ class BrokerServer:
             default_partitions=settings.num_partitions,
             defaults=settings.log,
             budget=StorageBudget(settings.storage_max_bytes),
+            max_partitions_per_request=settings.max_partitions_per_request,
+            max_partitions_per_topic=settings.max_partitions_per_topic,
         )
         for name, partitions in settings.topics:
             self.topics.create(name, partitions)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
-from broker.storage.records import NO_SEQUENCE, BatchHeader, InvalidBatch, record_timestamps, restamp
+from broker.storage.records import NO_SEQUENCE, BatchHeader, InvalidBatch, TimestampIndex, read_index, restamp
 
 # Kafka keeps the metadata of the last five batches per producer to answer retries (ProducerStateEntry).
 _RETAINED_BATCHES = 5
@@ -24,10 +24,21 @@ _INT32_MAX = 2**31 - 1
 
 @dataclass(slots=True, frozen=True)
 class StoredBatch:
-    """A batch as stored: its bytes and its header, both restamped with the broker's base offset."""
+    """A batch as stored: its bytes and its header, both restamped with the broker's base offset, and for a
+    compressed batch the timestamp index its validation left (ListOffsets never decompresses a stored batch)."""
 
     data: bytes
     header: BatchHeader
+    index: TimestampIndex | None = None
+
+    @property
+    def charge(self) -> int:
+        """What it holds against the storage budget: its bytes and its index."""
+        return len(self.data) + (self.index.nbytes if self.index is not None else 0)
+
+    def timestamps(self) -> TimestampIndex | None:
+        """Its timestamp index: kept for a compressed batch, read in place for an uncompressed one."""
+        return self.index if self.index is not None else read_index(self.header, self.data)
 
     @property
     def base_offset(self) -> int:
@@ -129,6 +140,7 @@ class PartitionLog:
         self._starts: list[int] = []
         self._end = 0
         self._producers: dict[int, _ProducerEntry] = {}
+        self._charged = 0  # against the budget: size_bytes and the compressed batches' timestamp indexes
         self.log_start_offset = 0
         self.next_offset = 0
         self.size_bytes = 0
@@ -141,8 +153,11 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         return self.next_offset  # no transactions, so nothing is ever unstable
 
-    def append(self, header: BatchHeader, batch: bytes) -> int:
-        """Store a validated client batch and return its base offset (an earlier one for a duplicate retry)."""
+    def append(self, header: BatchHeader, batch: bytes, index: TimestampIndex | None = None) -> int:
+        """Store a validated client batch and return its base offset (an earlier one for a duplicate retry).
+
+        ``index``: what validate_client_batch returned for it (a compressed batch's timestamp index).
+        """
         entry: _ProducerEntry | None = None
         if header.has_producer_id:
             entry = self._producers.get(header.producer_id)
@@ -151,12 +166,14 @@ class PartitionLog:
                 if duplicate is not None:
                     return duplicate.base_offset
                 entry.check(header)
-        self._budget.reserve(len(batch))
         base_offset = self.next_offset
         stored = StoredBatch(
             restamp(batch, base_offset, LEADER_EPOCH),
             replace(header, base_offset=base_offset, partition_leader_epoch=LEADER_EPOCH),
+            index,
         )
+        self._budget.reserve(stored.charge)
+        self._charged += stored.charge
         self._batches.append(stored)
         self._last_offsets.append(stored.last_offset)
         self._starts.append(self._end)
@@ -202,12 +219,12 @@ class PartitionLog:
         for stored in self._batches:
             if stored.max_timestamp < timestamp:
                 continue
-            records = record_timestamps(stored.header, stored.data)
-            if records is None:  # a codec the broker cannot read: the batch is the best it can say
+            index = stored.timestamps()
+            if index is None:  # records that do not parse (never stored): the batch is the best it can say
                 return stored.base_offset, stored.max_timestamp
-            for offset, record_timestamp in records:
-                if record_timestamp >= timestamp:
-                    return offset, record_timestamp
+            found = index.first_at_or_after(stored.base_offset, timestamp)
+            if found is not None:
+                return found
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
@@ -218,25 +235,29 @@ class PartitionLog:
                 best = stored
         if best is None:
             return None
-        records = record_timestamps(best.header, best.data)
-        if records is None:
+        index = best.timestamps()
+        found = index.first_at_or_after(best.base_offset, best.max_timestamp) if index is not None else None
+        if found is None or found[1] != best.max_timestamp:
             return best.last_offset, best.max_timestamp
-        return next(((o, t) for o, t in records if t == best.max_timestamp), (best.last_offset, best.max_timestamp))
+        return found
 
     def enforce_retention(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int:
         """Drop whole batches from the front as Kafka drops segments (a prefix only); returns how many went."""
         dropped = 0
         remaining = self.size_bytes
+        freed = 0
         for stored in self._batches:
             too_big = retention_bytes >= 0 and remaining - len(stored.data) >= retention_bytes
             too_old = retention_ms >= 0 and now_ms - stored.max_timestamp > retention_ms
             if not (too_big or too_old):
                 break
             remaining -= len(stored.data)
+            freed += stored.charge
             dropped += 1
         if dropped:
             del self._batches[:dropped], self._last_offsets[:dropped], self._starts[:dropped]
-            self._budget.release(self.size_bytes - remaining)
+            self._budget.release(freed)
+            self._charged -= freed
             self.size_bytes = remaining
             self.log_start_offset = self._batches[0].base_offset if self._batches else self.next_offset
             self._forget_producers_without_batches()
@@ -250,7 +271,8 @@ class PartitionLog:
 
     def release(self) -> None:
         """Give every stored byte back to the budget (the topic is being deleted)."""
-        self._budget.release(self.size_bytes)
+        self._budget.release(self._charged)
+        self._charged = 0
         self._batches.clear()
         self._last_offsets.clear()
         self._starts.clear()

@@ -1,20 +1,24 @@
 """Record batches (magic 2) as Produce sends them: parse the header, validate, restamp.
 
-The broker stores batches as the client sent them, compressed or not. It reads
-only the 61-byte header, checks what Kafka's log layer checks on a client
-append, and rewrites the two fields Kafka rewrites (base offset and partition
-leader epoch), which lie outside the CRC.
+The broker stores batches as the client sent them, compressed or not. It checks
+what Kafka's log layer checks on a client append (a compressed batch is
+decompressed and its records walked, as LogValidator does: broker/storage/codecs.py),
+and rewrites the two fields Kafka rewrites (base offset and partition leader
+epoch), which lie outside the CRC.
 """
 
 from __future__ import annotations
 
-import gzip
+import bisect
 import struct
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode
+
+from broker.storage import codecs
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base offset + batch length
@@ -133,8 +137,16 @@ def split_batches(records: bytes) -> list[tuple[BatchHeader, bytes]]:
     return batches
 
 
-def validate_client_batch(header: BatchHeader, batch: bytes, max_message_bytes: int) -> None:
-    """What UnifiedLog.analyzeAndValidateRecords and LogValidator check on a client's batch, in their order."""
+def validate_client_batch(
+    header: BatchHeader, batch: bytes, max_message_bytes: int, budget: InflationBudget | None = None
+) -> TimestampIndex | None:
+    """What UnifiedLog.analyzeAndValidateRecords and LogValidator check on a client's batch, in their order.
+
+    A compressed batch is decompressed and its records walked, as LogValidator does, within ``budget`` (the
+    Produce request's, or one of its own); what ListOffsets by timestamp needs from it is returned, to be stored
+    with it, so nothing ever decompresses a stored batch again. None for an uncompressed batch, whose records
+    are read in place.
+    """
     if header.base_offset != 0:
         raise InvalidBatch(
             ErrorCode.invalid_record, f"the base offset of a client record batch must be 0, not {header.base_offset}"
@@ -155,6 +167,10 @@ def validate_client_batch(header: BatchHeader, batch: bytes, max_message_bytes: 
             ErrorCode.corrupt_message,
             f"record batch CRC is {header.crc}, computed {computed}: the batch is corrupt",
         )
+    if header.compression not in codecs.NAMES:
+        # CompressionType.forId's IllegalArgumentException: no ApiException, so KafkaApis answers it with
+        # UNKNOWN_SERVER_ERROR (ReplicaManager.appendToLocalLog's catch-all), and stores nothing.
+        raise InvalidBatch(ErrorCode.unknown_server_error, f"Unknown compression type id: {header.compression}")
     if header.last_offset_delta < 0:
         raise InvalidBatch(ErrorCode.invalid_record, "Batch has an invalid offset range")
     if header.records_count <= 0:
@@ -165,8 +181,10 @@ def validate_client_batch(header: BatchHeader, batch: bytes, max_message_bytes: 
         raise InvalidBatch(ErrorCode.invalid_record, "Clients are not allowed to write control records")
     if header.has_producer_id and header.base_sequence < 0:
         raise InvalidBatch(ErrorCode.invalid_record, "Invalid sequence number")
-    if header.compression == 0:
+    if header.compression == codecs.NONE:
         _check_record_structure(batch, header.records_count)
+        return None
+    return _validate_compressed(header, batch, budget or InflationBudget(max_message_bytes))
 
 
 def restamp(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
@@ -177,7 +195,15 @@ def restamp(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
     return bytes(stamped)
 
 
-# -- records inside a batch (needed for timestamp lookups and structure checks) ----------
+# -- records inside a batch (structure checks, and the timestamps ListOffsets looks up) ----------
+
+
+class _Truncated(Exception):
+    """The records section ends inside a record."""
+
+
+class _Malformed(Exception):
+    """A record does not parse, or bytes remain after the declared count."""
 
 
 def _varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
@@ -186,7 +212,7 @@ def _varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
     raw = 0
     while True:
         if position >= len(data):
-            raise IndexError("varint runs past the end")
+            raise _Truncated("varint runs past the end")
         byte = data[position]
         position += 1
         raw |= (byte & 0x7F) << shift
@@ -194,27 +220,43 @@ def _varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
             break
         shift += 7
         if shift > 63:
-            raise ValueError("varint too long")
+            raise _Malformed("varint too long")
     return (raw >> 1) ^ -(raw & 1), position
 
 
 def _records(body: bytes | memoryview, count: int) -> Iterator[tuple[int, int]]:
     """(offset delta, timestamp delta) of each record in an uncompressed records section."""
     position = 0
+    size = len(body)
     for _ in range(count):
-        length, position = _varint(body, position)
+        # One-byte varints inline: the common case, and what keeps a million-record batch well under a second.
+        byte = body[position] if position < size else 0x80
+        if byte < 0x80:
+            length, position = (byte >> 1) ^ -(byte & 1), position + 1
+        else:
+            length, position = _varint(body, position)
         end = position + length
-        if length < 0 or end > len(body):
-            raise IndexError("record length runs past the batch")
+        if length < 0:
+            raise _Malformed(f"record length {length}")
+        if end > size:
+            raise _Truncated("record length runs past the batch")
         position += 1  # attributes
-        timestamp_delta, position = _varint(body, position)
-        offset_delta, position = _varint(body, position)
+        byte = body[position] if position < end else 0x80
+        if byte < 0x80:
+            timestamp_delta, position = (byte >> 1) ^ -(byte & 1), position + 1
+        else:
+            timestamp_delta, position = _varint(body, position)
+        byte = body[position] if position < end else 0x80
+        if byte < 0x80:
+            offset_delta, position = (byte >> 1) ^ -(byte & 1), position + 1
+        else:
+            offset_delta, position = _varint(body, position)
         if position > end:
-            raise IndexError("record header runs past its length")
+            raise _Malformed("record header runs past its length")
         yield offset_delta, timestamp_delta
         position = end
-    if position != len(body):
-        raise ValueError("records still remaining after the declared count")
+    if position != size:
+        raise _Malformed("records still remaining after the declared count")
 
 
 def _check_record_structure(batch: bytes, count: int) -> None:
@@ -222,24 +264,171 @@ def _check_record_structure(batch: bytes, count: int) -> None:
     try:
         for _ in _records(memoryview(batch)[HEADER_SIZE:], count):
             pass
-    except (IndexError, ValueError) as error:
+    except (_Truncated, _Malformed) as error:
         raise InvalidBatch(ErrorCode.invalid_record, f"Found invalid record structure: {error}") from None
 
 
-def record_timestamps(header: BatchHeader, batch: bytes) -> list[tuple[int, int]] | None:
-    """(offset, timestamp) of every record, or None when the codec is not one the broker can read.
+# A compressed batch may inflate to this many times message.max.bytes (16 MiB by default): the memory it may take.
+INFLATION_FACTOR = 16
+# A Produce request's compressed batches together may do this many times what one batch may: the event loop time
+# they may take (about a second at most with the defaults: 128 MiB to decompress, 1.2 million records to walk).
+REQUEST_FACTOR = 8
+# A record's length varint, attributes, timestamp and offset deltas, key and value lengths, header count: 1 byte each.
+MIN_RECORD_SIZE = 7
+# Kafka's message.max.bytes default: what record_timestamps allows a batch to inflate to, INFLATION_FACTOR times.
+_DEFAULT_MESSAGE_MAX_BYTES = 1_048_588
 
-    Only ListOffsets by timestamp needs this; batches are never decompressed on the produce or fetch paths.
+
+class InflationBudget:
+    """What one Produce request's compressed batches may decompress to: each, and all together.
+
+    Ours, not Kafka's. Kafka streams a compressed batch's records on one of its request handler threads and holds
+    none of them; this broker inflates a batch whole, on its one event loop. So a few kilobytes of zstd that claim
+    a million records or inflate to gigabytes must be bounded, in memory and in loop time, while what real
+    producers send passes (a producer's batch is at most about 1 MB before compression: batch.size in librdkafka,
+    aiokafka and kafka-python; Java's counts compressed bytes, with a ratio estimate):
+    - one batch may inflate to INFLATION_FACTOR times message.max.bytes (``batch_limit``), and
+    - the request's compressed batches together to REQUEST_FACTOR times that, holding REQUEST_FACTOR times as many
+      records as an uncompressed batch of message.max.bytes could (one record is at least MIN_RECORD_SIZE bytes).
+    message.max.bytes is the broker's (a client may raise a topic's max.message.bytes, not this). A batch past
+    any of these answers MESSAGE_TOO_LARGE, on which Kafka's Java producer splits the batch and sends it again.
     """
+
+    __slots__ = ("batch_limit", "bytes_left", "records_left")
+
+    def __init__(self, message_max_bytes: int) -> None:
+        self.batch_limit = INFLATION_FACTOR * max(message_max_bytes, HEADER_SIZE)
+        self.bytes_left = REQUEST_FACTOR * self.batch_limit
+        self.records_left = REQUEST_FACTOR * max(1, (message_max_bytes - HEADER_SIZE) // MIN_RECORD_SIZE)
+
+
+class TimestampIndex:
+    """What ListOffsets by timestamp needs from a compressed batch, kept from its one decompression on Produce.
+
+    The records where the running maximum timestamp rises, in offset order: the first record whose timestamp is
+    at least T is the first of these at or above T, and the last of them is the first record with the batch's
+    largest timestamp. Usually a handful (a producer stamps a batch within its linger time).
+    """
+
+    __slots__ = ("deltas", "timestamps")
+
+    def __init__(self, deltas: array[int], timestamps: array[int]) -> None:
+        self.deltas = deltas
+        self.timestamps = timestamps
+
+    @property
+    def nbytes(self) -> int:
+        """What it costs to keep, charged to the storage budget with the batch."""
+        return _INDEX_OVERHEAD + (len(self.deltas) + len(self.timestamps)) * self.deltas.itemsize
+
+    def first_at_or_after(self, base_offset: int, timestamp: int) -> tuple[int, int] | None:
+        at = bisect.bisect_left(self.timestamps, timestamp)
+        if at == len(self.timestamps):
+            return None
+        return base_offset + self.deltas[at], self.timestamps[at]
+
+    def first_with_max(self, base_offset: int) -> tuple[int, int]:
+        return base_offset + self.deltas[-1], self.timestamps[-1]
+
+
+_INDEX_OVERHEAD = 64
+
+
+def _index(body: bytes | memoryview, header: BatchHeader) -> TimestampIndex:
+    deltas, timestamps = array("q"), array("q")
+    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+    highest: int | None = None
+    for offset_delta, timestamp_delta in _records(body, header.records_count):
+        # LogAppendTime batches: every record carries the batch's max timestamp (DefaultRecordBatch's iterator).
+        timestamp = header.max_timestamp if log_append_time else header.base_timestamp + timestamp_delta
+        if highest is None or timestamp > highest:
+            highest = timestamp
+            deltas.append(offset_delta)
+            timestamps.append(timestamp)
+    return TimestampIndex(deltas, timestamps)
+
+
+def _validate_compressed(header: BatchHeader, batch: bytes, budget: InflationBudget) -> TimestampIndex:
+    """LogValidator.validateMessagesAndAssignOffsetsCompressed: decompress, then walk the declared records.
+
+    Kafka's codecs throw a KafkaException on a payload they cannot read, and a stream that ends inside the
+    records is an EOFException wrapped the same way ("Failed to decompress record stream"): neither is an
+    ApiException, so ReplicaManager answers UNKNOWN_SERVER_ERROR. A record that does not parse, or bytes left
+    after the declared count, is an InvalidRecordException: INVALID_RECORD.
+    """
+    codec = codecs.NAMES[header.compression]
+    limit = min(budget.batch_limit, budget.bytes_left)
+    if limit < MIN_RECORD_SIZE or budget.records_left <= 0:
+        raise InvalidBatch(
+            ErrorCode.message_too_large,
+            f"the {codec} record batch is not decompressed: this request's earlier compressed batches used up what "
+            f"they may inflate to together ({REQUEST_FACTOR * budget.batch_limit} bytes)",
+        )
+    if header.records_count > budget.records_left or header.records_count * MIN_RECORD_SIZE > limit:
+        # Refused before anything is inflated: that many records cannot fit in what the batch may inflate to.
+        raise InvalidBatch(
+            ErrorCode.message_too_large,
+            f"the {codec} record batch declares {header.records_count} records, more than this request's "
+            f"compressed batches may still hold ({min(budget.records_left, limit // MIN_RECORD_SIZE)})",
+        )
+    try:
+        body = codecs.inflate(header.compression, memoryview(batch)[HEADER_SIZE:], limit)
+    except codecs.TooLarge:
+        budget.bytes_left -= limit  # the work done
+        raise InvalidBatch(
+            ErrorCode.message_too_large,
+            f"the {codec} record batch inflates to more than {limit} bytes: "
+            + (
+                f"{INFLATION_FACTOR} times message.max.bytes is the most a batch may"
+                if limit == budget.batch_limit
+                else f"this request's compressed batches may inflate to {REQUEST_FACTOR * budget.batch_limit} "
+                "bytes together"
+            ),
+        ) from None
+    except codecs.CorruptPayload as error:
+        raise InvalidBatch(
+            ErrorCode.unknown_server_error, f"Failed to decompress the {codec} record stream: {error}"
+        ) from None
+    except codecs.Unsupported as error:
+        # Refused, never stored unread: Kafka's error for a codec it will not take (KIP-110's, for zstd).
+        raise InvalidBatch(ErrorCode.unsupported_compression_type, f"{codec}: {error}") from None
+    budget.bytes_left -= len(body)
+    budget.records_left -= header.records_count
+    try:
+        return _index(body, header)
+    except _Truncated as error:
+        raise InvalidBatch(
+            ErrorCode.unknown_server_error, f"Failed to decompress the {codec} record stream: {error}"
+        ) from None
+    except _Malformed as error:
+        raise InvalidBatch(ErrorCode.invalid_record, f"Found invalid record structure: {error}") from None
+
+
+def read_index(header: BatchHeader, batch: bytes) -> TimestampIndex | None:
+    """The timestamp index of an uncompressed stored batch, read in place; None if its records do not parse.
+
+    Stored batches passed validate_client_batch, so None does not happen; a reader must not raise all the same.
+    """
+    if header.compression != codecs.NONE:
+        return None
+    try:
+        return _index(memoryview(batch)[HEADER_SIZE:], header)
+    except (_Truncated, _Malformed):
+        return None
+
+
+def record_timestamps(header: BatchHeader, batch: bytes) -> list[tuple[int, int]] | None:
+    """(offset, timestamp) of every record, or None when the records cannot be read. Never raises."""
     body: bytes | memoryview
-    if header.compression == 0:
-        body = memoryview(batch)[HEADER_SIZE:]
-    elif header.compression == 1:
-        body = gzip.decompress(batch[HEADER_SIZE:])
-    else:
+    try:
+        if header.compression == codecs.NONE:
+            body = memoryview(batch)[HEADER_SIZE:]
+        else:
+            limit = InflationBudget(_DEFAULT_MESSAGE_MAX_BYTES).batch_limit
+            body = codecs.inflate(header.compression, memoryview(batch)[HEADER_SIZE:], limit)
+        records = list(_records(body, header.records_count))
+    except (codecs.CorruptPayload, codecs.TooLarge, codecs.Unsupported, _Truncated, _Malformed):
         return None
     if header.attributes & TIMESTAMP_TYPE_MASK:
-        return [(header.base_offset + delta, header.max_timestamp) for delta, _ in _records(body, header.records_count)]
-    return [
-        (header.base_offset + delta, header.base_timestamp + ts) for delta, ts in _records(body, header.records_count)
-    ]
+        return [(header.base_offset + delta, header.max_timestamp) for delta, _ in records]
+    return [(header.base_offset + delta, header.base_timestamp + ts) for delta, ts in records]

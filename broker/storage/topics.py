@@ -15,6 +15,13 @@ from dataclasses import dataclass
 from broker.storage.partition_log import PartitionLog, StorageBudget
 
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+_MAX_NAME_LENGTH = 249
+# Quoted client input in an error message is cut to this many characters: a STRING holds at most 32,767 bytes,
+# and a topic name or config value may be that long by itself.
+_SHOWN = 255
+# QuorumController.MAX_RECORDS_PER_USER_OP: the most metadata records one user operation may create. The default of
+# both partition limits (broker/config/settings.py declares them; the server passes them in).
+KAFKA_MAX_RECORDS_PER_USER_OP = 10_000
 
 # Topic-level configs Kafka 4 accepts. The three the broker acts on are read from here;
 # the rest are kept and reported so client fixtures that set them keep working.
@@ -110,21 +117,44 @@ class Topic:
 
 def is_valid_topic_name(name: str) -> bool:
     """Kafka's rule: 1-249 characters of [a-zA-Z0-9._-], and not '.' or '..'."""
-    return 0 < len(name) <= 249 and name not in (".", "..") and set(name) <= _LEGAL
+    return 0 < len(name) <= _MAX_NAME_LENGTH and name not in (".", "..") and set(name) <= _LEGAL
+
+
+def shown(text: str) -> str:
+    """``text`` as an error message may quote it: whole up to 255 characters, else its start and its length."""
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}...({len(text)} characters)"
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why Kafka refuses ``name`` (Topic.validate's InvalidTopicException message), or None for a legal name.
+
+    Kafka quotes the whole name; here a name too long to quote is cut (``shown``), so the message fits a STRING.
+    """
+    if not name:
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > _MAX_NAME_LENGTH:
+        reason = f"the length of '{shown(name)}' is longer than the max allowed length {_MAX_NAME_LENGTH}"
+    elif not set(name) <= _LEGAL:
+        reason = f"'{shown(name)}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    else:
+        return None
+    return f"Topic name is invalid: {reason}"
 
 
 def check_configs(configs: Mapping[str, str | None]) -> None:
     """Kafka's LogConfig.validate, for the configs this broker knows."""
     for name, value in configs.items():
         if name not in KNOWN_TOPIC_CONFIGS:
-            raise InvalidConfig(f"Unknown topic config name: {name}")
+            raise InvalidConfig(f"Unknown topic config name: {shown(name)}")
         if name in _INTEGER_CONFIGS:
             try:
                 number = int(value) if value is not None else None
             except ValueError:
                 number = None
             if number is None or (name == "max.message.bytes" and number < 0) or number < -1:
-                raise InvalidConfig(f"Invalid value {value} for configuration {name}")
+                raise InvalidConfig(f"Invalid value {shown(str(value))} for configuration {name}")
 
 
 class TopicRegistry:
@@ -135,14 +165,23 @@ class TopicRegistry:
         default_partitions: int,
         defaults: LogDefaults,
         budget: StorageBudget,
+        max_partitions_per_request: int = KAFKA_MAX_RECORDS_PER_USER_OP,
+        max_partitions_per_topic: int = KAFKA_MAX_RECORDS_PER_USER_OP,
     ) -> None:
-        # No defaults here: they are the broker's settings (broker/config/settings.py), passed in by the server.
+        # These are the broker's settings (broker/config/settings.py), passed in by the server; the two limits
+        # default to the settings' own defaults until the server passes them too.
         self.auto_create = auto_create
         self.default_partitions = default_partitions
         self.defaults = defaults
         self.budget = budget
+        # Checked by CreateTopics and CreatePartitions (broker/api/topic_admin.py) before anything is allocated.
+        self.max_partitions_per_request = max_partitions_per_request
+        self.max_partitions_per_topic = max_partitions_per_topic
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        # Names by their form with '.' made '_' (Kafka refuses a name equal to an existing one up to them), in
+        # creation order: start-up topics are not checked, so one form may have several.
+        self._by_unified: dict[str, list[str]] = {}
         self._on_delete: list[Callable[[Topic], None]] = []
 
     def on_delete(self, callback: Callable[[Topic], None]) -> None:
@@ -160,7 +199,13 @@ class TopicRegistry:
         topic = Topic(name, partitions, self.budget, self.defaults, configs or {})
         self._by_name[name] = topic
         self._by_id[topic.topic_id] = topic
+        self._by_unified.setdefault(_unified(name), []).append(name)
         return topic
+
+    def colliding(self, name: str) -> str | None:
+        """The existing topic whose name equals ``name`` up to '.' and '_' (both '_' in metric names), if any."""
+        names = self._by_unified.get(_unified(name))
+        return names[0] if names else None
 
     def get_or_auto_create(self, name: str) -> Topic | None:
         topic = self._by_name.get(name)
@@ -174,6 +219,11 @@ class TopicRegistry:
     def delete(self, topic: Topic) -> None:
         del self._by_name[topic.name]
         del self._by_id[topic.topic_id]
+        unified = _unified(topic.name)
+        names = self._by_unified[unified]
+        names.remove(topic.name)
+        if not names:
+            del self._by_unified[unified]
         for log in topic.logs:
             log.release()
         for callback in self._on_delete:
@@ -195,6 +245,10 @@ class TopicRegistry:
             for topic in self._by_name.values()
             for log in topic.logs
         )
+
+
+def _unified(name: str) -> str:
+    return name.replace(".", "_")
 
 
 def parse_topic_spec(spec: str) -> tuple[str, int]:

@@ -7,7 +7,7 @@ import struct
 from aiokafka.record.default_records import DefaultRecordBatchBuilder  # type: ignore[import-untyped]
 from crc32c import crc32c
 
-NO_COMPRESSION, GZIP = 0, 1
+NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 BASE_TIMESTAMP = 1_700_000_000_000
 
 
@@ -48,6 +48,7 @@ ATTRIBUTES_AT = 21
 LAST_OFFSET_DELTA_AT = 23
 MAX_TIMESTAMP_AT = 35
 RECORDS_COUNT_AT = 57
+HEADER_SIZE = 61
 
 
 def patched(batch: bytes, at: int, fmt: str, value: int, *, fix_crc: bool = True) -> bytes:
@@ -55,6 +56,19 @@ def patched(batch: bytes, at: int, fmt: str, value: int, *, fix_crc: bool = True
     data = bytearray(batch)
     struct.pack_into(fmt, data, at, value)
     return with_crc(bytes(data)) if fix_crc else bytes(data)
+
+
+def with_payload(batch: bytes, payload: bytes, *, attributes: int | None = None, count: int | None = None) -> bytes:
+    """``batch`` with its records section replaced by ``payload`` (and its attributes or record count, if given):
+    the lengths made consistent and the CRC valid, so only what the payload holds can be wrong."""
+    data = bytearray(batch[:HEADER_SIZE] + payload)
+    struct.pack_into(">i", data, BATCH_LENGTH_AT, len(data) - 12)
+    if attributes is not None:
+        struct.pack_into(">h", data, ATTRIBUTES_AT, attributes)
+    if count is not None:
+        struct.pack_into(">i", data, LAST_OFFSET_DELTA_AT, count - 1)
+        struct.pack_into(">i", data, RECORDS_COUNT_AT, count)
+    return with_crc(bytes(data))
 
 
 def with_crc(batch: bytes) -> bytes:

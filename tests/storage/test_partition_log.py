@@ -14,10 +14,10 @@ INT32_MAX = 2**31 - 1
 
 
 def append(log: PartitionLog, batch: bytes) -> int:
-    """What Produce does with one partition's records."""
+    """What Produce does with one partition's records (a compressed batch's timestamp index stored with it)."""
     ((header, data),) = split_batches(batch)
-    validate_client_batch(header, data, 1_048_588)
-    return log.append(header, data)
+    index = validate_client_batch(header, data, 1_048_588)
+    return log.append(header, data, index)
 
 
 def refused(log: PartitionLog, batch: bytes) -> ErrorCode:
