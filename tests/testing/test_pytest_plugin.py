@@ -374,5 +374,12 @@ def test_the_readme_example_runs_as_written(pytester: pytest.Pytester) -> None:
     section = readme.split("### In a pytest suite", 1)[1]
     example = section.split("```python\n", 1)[1].split("```", 1)[0]
     pytester.makepyfile(test_readme="from kafka import KafkaConsumer\n\n\n" + example)
-    result = pytester.runpytest_subprocess(timeout=120)
+    try:
+        result = pytester.runpytest_subprocess(timeout=45)
+    except pytester.TimeoutExpired:
+        # kafka-python 3.0.12 sometimes never wakes from ensure_coordinator_ready: its caller thread waits on an
+        # Event for a coroutine its idle IO thread never runs (seen on trees from before this test's last change
+        # too, about one run in four on a 2-core machine, never with its debug logging on). One more run tells that
+        # race from a broken example, which fails both.
+        result = pytester.runpytest_subprocess(timeout=45)
     result.assert_outcomes(passed=1)
