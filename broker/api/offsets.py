@@ -81,7 +81,14 @@ def offset_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
         groups = []
         for group in body.groups:
             wanted = _wanted(group.topics)
-            offsets = coordinator.fetch_offsets(group.group_id, wanted, require_stable)
+            # v9 names the member (section 8.2 of docs/spec/consumer-groups.md); older versions never do.
+            offsets = coordinator.fetch_offsets(
+                group.group_id,
+                wanted,
+                require_stable,
+                getattr(group, "member_id", None),
+                getattr(group, "member_epoch", -1),
+            )
             groups.append(
                 build(
                     group_cls,

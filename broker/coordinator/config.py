@@ -24,6 +24,16 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     # A constant in Kafka's group coordinator (not a setting there), so no option here either.
     new_member_join_timeout_ms: int = 300_000
+    # KIP-848 consumer groups (GroupCoordinatorConfig, docs/spec/consumer-groups.md section 11).
+    rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
+    consumer_session_timeout_ms: int = 45_000
+    consumer_min_session_timeout_ms: int = 45_000
+    consumer_max_session_timeout_ms: int = 60_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_min_heartbeat_interval_ms: int = 5_000
+    consumer_max_heartbeat_interval_ms: int = 15_000
+    consumer_max_size: int = INT32_MAX
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     def __post_init__(self) -> None:
         if self.max_size < 1:
@@ -32,6 +42,45 @@ class GroupConfig:
             raise ValueError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
         if self.initial_rebalance_delay_ms < 0:
             raise ValueError("group.initial.rebalance.delay.ms must not be negative")
+        self._check_consumer_settings()
+
+    def _check_consumer_settings(self) -> None:
+        """GroupCoordinatorConfig's checks of the consumer-group settings (test item 71: a bad value refuses start)."""
+        unknown = set(self.rebalance_protocols) - {"classic", "consumer"}
+        if unknown or "classic" not in self.rebalance_protocols:
+            raise ValueError("group.coordinator.rebalance.protocols must list classic, and may add consumer")
+        if min(self.consumer_min_session_timeout_ms, self.consumer_min_heartbeat_interval_ms) < 1:
+            raise ValueError("group.consumer.min.session.timeout.ms and min.heartbeat.interval.ms must be at least 1")
+        if self.consumer_min_session_timeout_ms > self.consumer_max_session_timeout_ms:
+            raise ValueError("group.consumer.min.session.timeout.ms exceeds group.consumer.max.session.timeout.ms")
+        if self.consumer_min_heartbeat_interval_ms > self.consumer_max_heartbeat_interval_ms:
+            raise ValueError(
+                "group.consumer.min.heartbeat.interval.ms exceeds group.consumer.max.heartbeat.interval.ms"
+            )
+        if not (
+            self.consumer_min_session_timeout_ms
+            <= self.consumer_session_timeout_ms
+            <= self.consumer_max_session_timeout_ms
+        ):
+            raise ValueError("group.consumer.session.timeout.ms must lie within its min and max")
+        if not (
+            self.consumer_min_heartbeat_interval_ms
+            <= self.consumer_heartbeat_interval_ms
+            <= self.consumer_max_heartbeat_interval_ms
+        ):
+            raise ValueError("group.consumer.heartbeat.interval.ms must lie within its min and max")
+        if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
+            raise ValueError(
+                "group.consumer.heartbeat.interval.ms must be lower than group.consumer.session.timeout.ms"
+            )
+        if self.consumer_max_size < 1:
+            raise ValueError("group.consumer.max.size must be at least 1")
+        if not self.consumer_assignors or set(self.consumer_assignors) - {"uniform", "range"}:
+            raise ValueError("group.consumer.assignors must list assignors among: uniform, range")
+
+    @property
+    def consumer_protocol_enabled(self) -> bool:
+        return "consumer" in self.rebalance_protocols
 
     @property
     def offsets_retention_ms(self) -> int:

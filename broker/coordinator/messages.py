@@ -7,6 +7,7 @@ protocol version except where Kafka's behaviour depends on it (``api_version``).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -164,3 +165,75 @@ class ListedGroup:
 class OffsetDeleteResult:
     error: ErrorCode
     topics: PartitionErrors = field(default=())
+
+
+# -- KIP-848 consumer groups (docs/spec/consumer-groups.md) ------------------------------------------------------
+
+TopicIdPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+@dataclass(slots=True, frozen=True)
+class ConsumerHeartbeatRequest:
+    """ConsumerGroupHeartbeat (section 2.1); ``None`` is "unchanged since the last heartbeat" for every optional
+    field, as on the wire, and ``rebalance_timeout_ms`` -1 likewise."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: TopicIdPartitions | None = None
+    api_version: int = 1
+    client: Client = Client()
+
+
+@dataclass(slots=True, frozen=True)
+class ConsumerHeartbeatResult:
+    """The response (section 2.1, 4.14, 4.15): ``assignment`` None is "no change" (null on the wire)."""
+
+    error: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: TopicIdPartitions | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class DescribedTopicPartitions:
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str
+    assignment: tuple[DescribedTopicPartitions, ...]
+    target_assignment: tuple[DescribedTopicPartitions, ...]
+    member_type: int = 1  # ConsumerGroupDescribe v1: 1 consumer protocol, 0 classic protocol
+
+
+@dataclass(slots=True, frozen=True)
+class ConsumerGroupDescription:
+    """One entry of ConsumerGroupDescribe (section 9.3)."""
+
+    group_id: str
+    error: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()

@@ -22,28 +22,49 @@ from broker.coordinator.messages import (
     OffsetDeleteResult,
     PartitionErrors,
 )
+from broker.coordinator.modern.group import ConsumerGroup
+from broker.coordinator.modern.groups import ConsumerGroups
 from broker.timing.keys import OFFSETS_EXPIRATION
 
 E = ErrorCode
 
 
 class OffsetManager:
-    def __init__(self, groups: ClassicGroups) -> None:
+    def __init__(self, groups: ClassicGroups, consumer_groups: ConsumerGroups) -> None:
         self._groups = groups
+        self._consumer = consumer_groups
         self._schedule_expiration()
 
     # -- OffsetCommit (13.1) ------------------------------------------------------------------------------
 
     def commit(self, request: CommitRequest) -> PartitionErrors:
+        consumer_group = self._consumer.get(request.group_id)
+        if consumer_group is not None:
+            error = _validate_consumer_commit(consumer_group, request)
+            if error is not None:
+                return rejected_commit(request, error)
+            return self._store(consumer_group.offsets, request)
         error = self._validate_commit(request)
         if error is not None:
             return rejected_commit(request, error)
         group = self._groups.groups[request.group_id]
+        results = self._store(group.offsets, request)
+        events = self._groups.events
+        if events.wants_debug:
+            committed = [
+                (topic, commit.partition, commit.offset)
+                for (topic, commits), (_, errors) in zip(request.topics, results, strict=True)
+                for commit, (_, error) in zip(commits, errors, strict=True)
+                if error is E.none
+            ]
+            events.offsets_committed(group, request.member_id, request.generation_id, committed)
+        return results
+
+    def _store(self, offsets: dict[tuple[str, int], CommittedOffset], request: CommitRequest) -> PartitionErrors:
         now = self._groups.clock.now_ms()
         expire_at = now + request.retention_time_ms if request.retention_time_ms != -1 else None
         max_bytes = self._groups.config.offset_metadata_max_bytes
         results = []
-        committed: list[tuple[str, int, int]] = []
         for topic, partitions in request.topics:
             errors = []
             for commit in partitions:
@@ -52,15 +73,11 @@ class OffsetManager:
                     errors.append((commit.partition, E.offset_metadata_too_large))
                     continue
                 timestamp = commit.commit_timestamp_ms if commit.commit_timestamp_ms != -1 else now
-                group.offsets[(topic, commit.partition)] = CommittedOffset(
+                offsets[(topic, commit.partition)] = CommittedOffset(
                     commit.offset, commit.leader_epoch, metadata, timestamp, expire_at
                 )
                 errors.append((commit.partition, E.none))
-                committed.append((topic, commit.partition, commit.offset))
             results.append((topic, tuple(errors)))
-        events = self._groups.events
-        if events.wants_debug:
-            events.offsets_committed(group, request.member_id, request.generation_id, committed)
         return tuple(results)
 
     def _validate_commit(self, request: CommitRequest) -> ErrorCode | None:
@@ -91,9 +108,27 @@ class OffsetManager:
 
     # -- OffsetFetch (13.3) -------------------------------------------------------------------------------
 
-    def fetch(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]] | None) -> GroupOffsets:
-        group = self._groups.live(group_id)
-        offsets = {} if group is None else group.offsets
+    def fetch(
+        self,
+        group_id: str,
+        topics: Iterable[tuple[str, Iterable[int]]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+    ) -> GroupOffsets:
+        consumer_group = self._consumer.get(group_id)
+        offsets: dict[tuple[str, int], CommittedOffset]
+        if consumer_group is not None:
+            # Section 8.2: OffsetFetch v9 names the member; an admin (null member, epoch < 0) is not checked.
+            if member_id is not None or member_epoch >= 0:
+                member = consumer_group.members.get(member_id or "")
+                if member is None:
+                    return GroupOffsets(group_id, E.unknown_member_id)
+                if member_epoch != member.member_epoch:
+                    return GroupOffsets(group_id, E.stale_member_epoch)
+            offsets = consumer_group.offsets
+        else:
+            group = self._groups.live(group_id)
+            offsets = {} if group is None else group.offsets
         if topics is None:
             by_topic: dict[str, list[FetchedOffset]] = {}
             for (topic, partition), stored in offsets.items():
@@ -125,6 +160,14 @@ class OffsetManager:
                 except Exception:
                     self._groups.failures += 1
                     self._groups.log.exception("offsets retention sweep failed for a group", group_id=group.group_id)
+            for consumer_group in list(self._consumer.groups.values()):
+                try:
+                    self._expire_consumer_group(consumer_group)
+                except Exception:
+                    self._consumer.failures += 1
+                    self._groups.log.exception(
+                        "offsets retention sweep failed for a group", group_id=consumer_group.group_id
+                    )
         finally:
             self._schedule_expiration()
 
@@ -153,11 +196,14 @@ class OffsetManager:
     def delete(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]]) -> OffsetDeleteResult:
         if not group_id:
             return OffsetDeleteResult(E.invalid_group_id)
-        group = self._groups.live(group_id)
+        group: ClassicGroup | ConsumerGroup | None = self._consumer.get(group_id)
         if group is None:
-            return OffsetDeleteResult(E.group_id_not_found)
-        if not group.is_in(EMPTY) and group.protocol_type != "consumer":
-            return OffsetDeleteResult(E.non_empty_group)
+            group = self._groups.live(group_id)
+            if group is None:
+                return OffsetDeleteResult(E.group_id_not_found)
+            if not group.is_in(EMPTY) and group.protocol_type != "consumer":
+                return OffsetDeleteResult(E.non_empty_group)
+        # A consumer group deletes in every state (section 8.3), but never a topic a member subscribes to.
         results = []
         for topic, partitions in topics:
             if group.is_subscribed_to(topic):
@@ -176,6 +222,47 @@ class OffsetManager:
                 del group.offsets[key]
             if doomed and group.is_in(EMPTY) and not group.offsets:
                 self._groups.delete(group, f"its last offsets belonged to deleted topic {topic}")
+        for consumer_group in list(self._consumer.groups.values()):
+            doomed = [key for key in consumer_group.offsets if key[0] == topic]
+            for key in doomed:
+                del consumer_group.offsets[key]
+            if doomed and consumer_group.is_empty() and not consumer_group.offsets:
+                self._consumer.delete(consumer_group, f"its last offsets belonged to deleted topic {topic}")
+
+    def _expire_consumer_group(self, group: ConsumerGroup) -> None:
+        """Section 8.5: offsets of topics no member subscribes to expire from their commit, whatever the state;
+        an Empty group left without offsets is deleted."""
+        now = self._groups.clock.now_ms()
+        retention_ms = self._groups.config.offsets_retention_ms
+        expired_any = False
+        for key, stored in list(group.offsets.items()):
+            if group.is_subscribed_to(key[0]):
+                continue
+            if stored.expire_timestamp_ms is not None:
+                expired = now >= stored.expire_timestamp_ms
+            else:
+                expired = now - stored.commit_timestamp_ms >= retention_ms
+            if expired:
+                del group.offsets[key]
+                expired_any = True
+        if expired_any:
+            self._consumer.log.info("offsets expired", group_id=group.group_id)
+        if group.is_empty() and not group.offsets:
+            self._consumer.delete(group, "empty group without offsets expired")
+
+
+def _validate_consumer_commit(group: ConsumerGroup, request: CommitRequest) -> ErrorCode | None:
+    """Section 8.1 for a consumer group (Kafka's ConsumerGroup.validateOffsetCommit)."""
+    if request.generation_id < 0 and group.is_empty():
+        return None  # admin tools, assign()-only consumers
+    member = group.members.get(request.member_id)
+    if member is None:
+        return E.unknown_member_id
+    if request.api_version < 9:
+        return E.unsupported_version
+    if request.generation_id != member.member_epoch:
+        return E.stale_member_epoch
+    return None
 
 
 def rejected_commit(request: CommitRequest, error: ErrorCode) -> PartitionErrors:

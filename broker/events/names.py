@@ -9,7 +9,7 @@ from __future__ import annotations
 
 #: The format version written in every record's ``v``. Add events and fields freely within a version; renaming or
 #: removing one raises it.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 GROUP_CREATED = "group_created"
 MEMBER_JOINED = "member_joined"
@@ -26,6 +26,10 @@ GROUP_EMPTIED = "group_emptied"
 GROUP_DELETED = "group_deleted"
 OFFSETS_EXPIRED = "offsets_expired"
 OFFSETS_COMMITTED = "offsets_committed"
+# Version 2: KIP-848 consumer groups (docs/events.md, "Consumer groups").
+GROUP_EPOCH_BUMPED = "group_epoch_bumped"
+TARGET_ASSIGNMENT_COMPUTED = "target_assignment_computed"
+MEMBER_RECONCILED = "member_reconciled"
 
 #: Every event of this format version. A reader counts others as unknown and skips them: a broker may add events
 #: within a version.
@@ -46,6 +50,9 @@ EVENTS = frozenset(
         GROUP_DELETED,
         OFFSETS_EXPIRED,
         OFFSETS_COMMITTED,
+        GROUP_EPOCH_BUMPED,
+        TARGET_ASSIGNMENT_COMPUTED,
+        MEMBER_RECONCILED,
     }
 )
 
@@ -61,4 +68,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     JOIN_COMPLETED: ("generation_id", "state"),
     SYNC_COMPLETED: ("generation_id",),
     STATE_CHANGED: ("to",),
+    GROUP_EPOCH_BUMPED: ("group_epoch",),
+    TARGET_ASSIGNMENT_COMPUTED: ("assignment_epoch",),
+    MEMBER_RECONCILED: ("member_id", "member_epoch"),
 }

@@ -45,6 +45,7 @@ from broker.server.quotas import Slot
 from broker.timing.deferred import Deferred
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_name
 from protocol.codec import Request, decode_request, encode_response, peek_client_id
+from protocol.consumer_heartbeat import decode_steady, encode_steady_answer
 from protocol.errors import ProtocolError
 from protocol.framing import FrameError, FrameReader
 from protocol.heartbeat import decode_heartbeat, encode_heartbeat_response
@@ -59,6 +60,8 @@ _MAX_QUEUED_REQUESTS = 256
 _RESUME_QUEUED_REQUESTS = _MAX_QUEUED_REQUESTS // 2
 _HEARTBEAT = int(ApiKey.HEARTBEAT)  # a plain int: the hot path compares a frame's byte with it
 _HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.HEARTBEAT][1]
+_CONSUMER_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+_CONSUMER_HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.CONSUMER_GROUP_HEARTBEAT][1]
 
 
 class Connection(asyncio.Protocol):
@@ -196,6 +199,19 @@ class Connection(asyncio.Protocol):
                             heartbeats += 1
                             heartbeat_version = version
                             continue
+                elif len(frame) > 1 and frame[1] == _CONSUMER_HEARTBEAT and frame[0] == 0 and not armed:
+                    # KIP-848's steady beat (protocol/consumer_heartbeat.py); fault rules take the generic path.
+                    steady = decode_steady(frame, _CONSUMER_HEARTBEAT_MAX_VERSION)
+                    if steady is not None:
+                        version, correlation_id, client_id, group_id, member_id, raw_member_id, epoch = steady
+                        if client_id == self._client_id_raw or self._learn_client_id(client_id):
+                            interval = coordinator.consumer_heartbeat_steady(
+                                group_id, member_id, epoch, self._client_id
+                            )
+                            if interval is not None:
+                                self._out.append(encode_steady_answer(correlation_id, raw_member_id, epoch, interval))
+                                answered.append((_CONSUMER_HEARTBEAT, version))
+                                continue
                 done = self._handle(frame, started)
                 if done is not None:
                     answered.append(done)

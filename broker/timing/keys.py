@@ -27,6 +27,16 @@ def sync_key(group_id: str) -> GroupKey:
     return ("sync", group_id)
 
 
+def consumer_session_key(group_id: str, member_id: str) -> HeartbeatKey:
+    """A consumer-group member's session (KIP-848: GroupMetadataManager's ``consumer-group-session-timeout``)."""
+    return ("consumer-session", group_id, member_id)
+
+
+def consumer_rebalance_key(group_id: str, member_id: str) -> HeartbeatKey:
+    """A consumer-group member's revocation deadline (KIP-848: ``consumer-group-rebalance-timeout``)."""
+    return ("consumer-rebalance", group_id, member_id)
+
+
 #: The periodic sweep of expired committed offsets (offsets.retention.check.interval.ms).
 OFFSETS_EXPIRATION = ("offsets-expiration",)
 

@@ -67,7 +67,7 @@ class EventHarness(Harness):
         start, self._taken = self._taken, len(self.emitted)
         records = self.emitted[start:]
         for expected_seq, record in enumerate(records, start=start + 1):
-            assert record["v"] == 1
+            assert record["v"] == event_names.FORMAT_VERSION
             assert record["run_id"] == self.hub.run_id
             assert record["seq"] == expected_seq, "seq must grow by exactly one per event"
             json.dumps(record, allow_nan=False)  # plain JSON types only, no default= needed

@@ -39,7 +39,7 @@ def test_records_are_stamped_with_version_sequence_time_and_run() -> None:
     events.emit("member_joined", "g", {"member_id": "m1", "protocols": ["range"]})
     first, second = history(events, "g")
     assert first == {
-        "v": 1,
+        "v": 2,
         "seq": 1,
         "ts_ms": 1_000,
         "run_id": events.run_id,
@@ -254,7 +254,7 @@ def test_event_file_rotates_by_size(tmp_path: Path) -> None:
     for f in reversed(files):  # the highest suffix is the oldest
         assert f.stat().st_size <= max_bytes
         records = read_lines(f)
-        assert all(r["v"] == 1 and r["run_id"] == events.run_id for r in records)
+        assert all(r["v"] == FORMAT_VERSION and r["run_id"] == events.run_id for r in records)
         kept += records
     # Oldest to newest across the files, without gaps, ending with the last record.
     assert seqs(kept) == list(range(kept[0]["seq"], 61))

@@ -1,0 +1,143 @@
+"""A consumer group: members, epochs, the target assignment and who owns what (Kafka's ``ConsumerGroup``,
+sections 3.1, 3.4 and 3.5 of ``docs/spec/consumer-groups.md``).
+
+The data and the rules that belong to the data; what happens when (requests, timers) is ``heartbeat.py``'s.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.coordinator.classic.group import CommittedOffset
+from broker.coordinator.modern.member import ConsumerMember
+from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, ConsumerGroupState, TopicId
+
+__all__ = ["ConsumerGroup"]
+
+# Subscription metadata (section 4.10): per subscribed topic that exists, its id and partition count.
+SubscriptionMetadata = dict[str, tuple[TopicId, int]]
+
+
+class ConsumerGroup:
+    group_type = "consumer"
+
+    def __init__(self, group_id: str, now_ms: int) -> None:
+        self.group_id = group_id
+        self.created_ms = now_ms
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerMember] = {}
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.targets: dict[str, Assignment] = {}  # member id -> target assignment
+        # (topic id, partition) -> the member that owns it, assigned or pending revocation (section 3.5).
+        self.owners: dict[tuple[TopicId, int], str] = {}
+        self.subscription_metadata: SubscriptionMetadata = {}
+        self.metadata_version = -1  # the catalog version the subscription metadata was computed at
+        self.resolved_regexes: dict[str, frozenset[str]] = {}  # regex -> topic names, at metadata_version
+        self.offsets: dict[tuple[str, int], CommittedOffset] = {}
+        self.state_timestamp_ms = now_ms
+        self.last_state = ConsumerGroupState.EMPTY
+
+    # -- state (section 3.4) ---------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        epoch = self.assignment_epoch
+        for member in self.members.values():
+            if not member.is_reconciled_to(epoch):
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    # -- members and ownership (section 3.5) -----------------------------------------------------------------
+
+    def add_member(self, member: ConsumerMember) -> None:
+        self.members[member.member_id] = member
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+        self._own(member)
+
+    def remove_member(self, member_id: str) -> ConsumerMember | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        self._disown(member)
+        self.targets.pop(member_id, None)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+            del self.static_members[member.instance_id]
+        return member
+
+    def set_assignment(self, member: ConsumerMember, assigned: Assignment, pending: Assignment) -> None:
+        self._disown(member)
+        member.assigned = assigned
+        member.pending_revocation = pending
+        self._own(member)
+
+    def owned_by_other(self, member_id: str) -> _OwnedByOther:
+        return _OwnedByOther(self.owners, member_id)
+
+    def _own(self, member: ConsumerMember) -> None:
+        owners = self.owners
+        member_id = member.member_id
+        for assignment in (member.assigned, member.pending_revocation):
+            for topic_id, partitions in assignment.items():
+                for partition in partitions:
+                    owners[(topic_id, partition)] = member_id
+
+    def _disown(self, member: ConsumerMember) -> None:
+        owners = self.owners
+        member_id = member.member_id
+        for assignment in (member.assigned, member.pending_revocation):
+            for topic_id, partitions in assignment.items():
+                for partition in partitions:
+                    if owners.get((topic_id, partition)) == member_id:
+                        del owners[(topic_id, partition)]
+
+    def target_of(self, member_id: str) -> Assignment:
+        return self.targets.get(member_id, EMPTY_ASSIGNMENT)
+
+    # -- subscriptions ---------------------------------------------------------------------------------------
+
+    def subscribed_names(self, member: ConsumerMember) -> frozenset[str]:
+        """The member's effective subscription: names, and the topics its regex resolved to (section 4.9)."""
+        regex = member.subscribed_topic_regex
+        if not regex:
+            return member.subscribed_topic_names
+        return member.subscribed_topic_names | self.resolved_regexes.get(regex, frozenset())
+
+    def all_subscribed_names(self) -> frozenset[str]:
+        names: set[str] = set()
+        for member in self.members.values():
+            names |= self.subscribed_names(member)
+        return frozenset(names)
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        return any(topic in self.subscribed_names(member) for member in self.members.values())
+
+    def preferred_assignor(self, default: str) -> str:
+        """Section 6.2: the assignor most members asked for (ties: the smallest name), else the default."""
+        counts = Counter(m.server_assignor for m in self.members.values() if m.server_assignor is not None)
+        if not counts:
+            return default
+        best = max(counts.values())
+        return min(name for name, count in counts.items() if count == best)
+
+
+class _OwnedByOther:
+    """``owned_by_other(topic, partition)`` for one member: a callable without a closure per partition check."""
+
+    __slots__ = ("_member_id", "_owners")
+
+    def __init__(self, owners: dict[tuple[TopicId, int], str], member_id: str) -> None:
+        self._owners = owners
+        self._member_id = member_id
+
+    def __call__(self, topic_id: TopicId, partition: int) -> bool:
+        owner = self._owners.get((topic_id, partition))
+        return owner is not None and owner != self._member_id

@@ -1,0 +1,230 @@
+"""The consumer groups of one coordinator, and the changes every handler makes the same way.
+
+Kafka's ``GroupMetadataManager`` keeps these steps together for consumer groups: creating and deleting a group,
+fencing a member (section 4.13), the session and rebalance timers (7.1, 7.3), refreshing the subscription
+metadata and resolving regular expressions (4.9, 4.10), and computing a new target assignment (4.11).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+
+from broker.coordinator.config import GroupConfig
+from broker.coordinator.modern.assignors import ASSIGNORS
+from broker.coordinator.modern.assignors.base import GroupSpec, MemberSpec
+from broker.coordinator.modern.events import ConsumerGroupEventLog
+from broker.coordinator.modern.group import ConsumerGroup, SubscriptionMetadata
+from broker.coordinator.modern.member import ConsumerMember
+from broker.coordinator.modern.regex import resolve
+from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, MemberState, TopicCatalog, TopicId
+from broker.timing.clock import Clock
+from broker.timing.keys import consumer_rebalance_key, consumer_session_key
+from broker.timing.purgatory import Purgatory
+
+__all__ = ["ConsumerGroups"]
+
+
+class ConsumerGroups:
+    def __init__(
+        self,
+        config: GroupConfig,
+        clock: Clock,
+        purgatory: Purgatory,
+        topics: TopicCatalog,
+        events: ConsumerGroupEventLog,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.purgatory = purgatory
+        self.topics = topics
+        self.events = events
+        self.log = log
+        self.groups: dict[str, ConsumerGroup] = {}
+        self.failures = 0
+        # Called with a group id whenever a consumer group is deleted (the facade forgets its offsets' owner).
+        self.on_deleted: Callable[[str], None] = lambda group_id: None
+
+    # -- groups ----------------------------------------------------------------------------------------------
+
+    def get(self, group_id: str) -> ConsumerGroup | None:
+        return self.groups.get(group_id)
+
+    def create(self, group_id: str) -> ConsumerGroup:
+        group = ConsumerGroup(group_id, self.clock.now_ms())
+        self.groups[group_id] = group
+        self.events.group_created(group)
+        return group
+
+    def delete(self, group: ConsumerGroup, why: str) -> None:
+        for member in list(group.members.values()):
+            self._cancel_timers(group, member)
+        del self.groups[group.group_id]
+        self.events.group_deleted(group, why)
+        self.on_deleted(group.group_id)
+
+    def note_state(self, group: ConsumerGroup) -> None:
+        """Say so when the derived state (section 3.4) moved since the last change."""
+        state = group.state
+        if state is not group.last_state:
+            old, group.last_state = group.last_state, state
+            group.state_timestamp_ms = self.clock.now_ms()
+            self.events.state_changed(group, old, state)
+
+    def unload_all(self) -> None:
+        """Section 7.7: nothing is sent to members; they learn NOT_COORDINATOR on their next heartbeat."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._cancel_timers(group, member)
+        self.groups.clear()
+
+    # -- fencing (section 4.13) ------------------------------------------------------------------------------
+
+    def fence(self, group: ConsumerGroup, member: ConsumerMember, cause: str, reason: str) -> None:
+        """Remove the member, free its partitions and bump the group epoch by one; the target is recomputed by
+        the next heartbeat of any member (the group is Assigning until then)."""
+        self._cancel_timers(group, member)
+        group.remove_member(member.member_id)
+        self.events.member_left(group, member, cause, reason)
+        self.bump_epoch(group, f"member_{cause}", member.member_id)
+        if group.members:
+            self.refresh_metadata(group, force=True)
+        self.note_state(group)
+
+    def fence_silently(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """Drop a static member being replaced by its successor (section 4.7): no epoch bump, timers gone."""
+        self._cancel_timers(group, member)
+        group.remove_member(member.member_id)
+
+    def bump_epoch(self, group: ConsumerGroup, cause: str, member_id: str | None) -> None:
+        group.group_epoch += 1
+        self.events.epoch_bumped(group, cause, member_id)
+
+    def _cancel_timers(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        self.purgatory.cancel(consumer_session_key(group.group_id, member.member_id))
+        self.purgatory.cancel(consumer_rebalance_key(group.group_id, member.member_id))
+        member.session = None
+        member.revoking_since_epoch = None
+
+    # -- timers (sections 7.1, 7.3) --------------------------------------------------------------------------
+
+    def extend_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        timeout_ms = self.config.consumer_session_timeout_ms
+        session = member.session
+        if session is not None and self.purgatory.postpone(session, timeout_ms):
+            return
+        group_id, member_id = group.group_id, member.member_id
+        member.session = self.purgatory.schedule(
+            consumer_session_key(group_id, member_id), timeout_ms, lambda: self._session_expired(group_id, member_id)
+        )
+
+    def _session_expired(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return
+        member.session = None
+        self.events.member_expired(group, member, "session", self.config.consumer_session_timeout_ms)
+        self.fence(group, member, "expired", "session timeout")
+
+    def track_revocation(self, group: ConsumerGroup, member: ConsumerMember, rewritten: bool) -> None:
+        """Section 4.12: entering UNREVOKED_PARTITIONS (or being rewritten in it) arms the rebalance timer with
+        the member's RebalanceTimeoutMs; any other state cancels it."""
+        key = consumer_rebalance_key(group.group_id, member.member_id)
+        if member.state is not MemberState.UNREVOKED_PARTITIONS:
+            if member.revoking_since_epoch is not None:
+                self.purgatory.cancel(key)
+                member.revoking_since_epoch = None
+            return
+        if member.revoking_since_epoch is not None and not rewritten:
+            return
+        epoch = member.member_epoch
+        member.revoking_since_epoch = epoch
+        group_id, member_id = group.group_id, member.member_id
+        self.purgatory.schedule(
+            key, member.rebalance_timeout_ms, lambda: self._revocation_expired(group_id, member_id, epoch)
+        )
+
+    def _revocation_expired(self, group_id: str, member_id: str, epoch: int) -> None:
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None or member.member_epoch != epoch:
+            return
+        member.revoking_since_epoch = None
+        self.events.member_expired(group, member, "rebalance", member.rebalance_timeout_ms)
+        self.fence(group, member, "expired", "did not revoke its partitions within its rebalance timeout")
+
+    # -- subscriptions (sections 4.9, 4.10) ------------------------------------------------------------------
+
+    def refresh_metadata(self, group: ConsumerGroup, *, force: bool = False) -> bool:
+        """Recompute the regex resolutions and the subscription metadata if the catalog changed (or ``force``);
+        True when the metadata differs from the stored one (the caller bumps the group epoch)."""
+        version = self.topics.version
+        if not force and version == group.metadata_version:
+            return False
+        names = list(self.topics.names())
+        group.resolved_regexes = {
+            regex: resolve(regex, names)
+            for regex in {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+        }
+        group.metadata_version = version
+        metadata = self.subscription_metadata(group)
+        if metadata == group.subscription_metadata:
+            return False
+        group.subscription_metadata = metadata
+        return True
+
+    def subscription_metadata(self, group: ConsumerGroup) -> SubscriptionMetadata:
+        metadata: SubscriptionMetadata = {}
+        for name in sorted(group.all_subscribed_names()):
+            info = self.topics.by_name(name)
+            if info is not None and info.partitions > 0:
+                metadata[name] = (info.topic_id, info.partitions)
+        return metadata
+
+    # -- the target assignment (section 4.11) ----------------------------------------------------------------
+
+    def compute_target(self, group: ConsumerGroup) -> None:
+        """Run the group's assignor over every member and store the new target at the group epoch."""
+        assignor_name = group.preferred_assignor(self.config.consumer_assignors[0])
+        metadata = group.subscription_metadata
+        specs = []
+        topic_sets = set()
+        for member in group.members.values():
+            topics = frozenset(metadata[name][0] for name in group.subscribed_names(member) if name in metadata)
+            topic_sets.add(topics)
+            specs.append(
+                MemberSpec(
+                    member.member_id, member.instance_id, member.rack_id, topics, group.target_of(member.member_id)
+                )
+            )
+        counts = {topic_id: partitions for topic_id, partitions in metadata.values()}
+        spec = GroupSpec(tuple(specs), counts, homogeneous=len(topic_sets) <= 1)
+        result = ASSIGNORS[assignor_name].assign(spec)
+        moved: list[tuple[str, int, str | None, str | None]] = []
+        old_owner = _inverse(group.targets)
+        targets: dict[str, Assignment] = {}
+        for member_id in group.members:
+            new = result.get(member_id, EMPTY_ASSIGNMENT)
+            old = group.targets.get(member_id, EMPTY_ASSIGNMENT)
+            targets[member_id] = old if new == old else {t: frozenset(ps) for t, ps in new.items() if ps}
+        new_owner = _inverse(targets)
+        for key in sorted(old_owner.keys() | new_owner.keys(), key=lambda k: (str(k[0]), k[1])):
+            before, after = old_owner.get(key), new_owner.get(key)
+            if before != after:
+                info = self.topics.by_id(key[0])
+                moved.append((info.name if info else str(key[0]), key[1], before, after))
+        group.targets = targets
+        group.assignment_epoch = group.group_epoch
+        self.events.target_computed(group, assignor_name, moved)
+
+
+def _inverse(targets: dict[str, Assignment]) -> dict[tuple[TopicId, int], str]:
+    owner: dict[tuple[TopicId, int], str] = {}
+    for member_id, assignment in targets.items():
+        for topic_id, partitions in assignment.items():
+            for partition in partitions:
+                owner[(topic_id, partition)] = member_id
+    return owner

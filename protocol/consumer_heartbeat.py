@@ -1,0 +1,82 @@
+"""ConsumerGroupHeartbeat's steady beat, decoded and answered by hand (KIP-848's hot path).
+
+Once a consumer-protocol member is reconciled, every heartbeat it sends is the same: its group, member id and
+epoch, and every optional field null ("unchanged": section 12.3 of ``docs/spec/consumer-groups.md``). This module
+reads exactly that shape with a few struct calls and writes the answer (no assignment change) directly. Anything
+else (a field set, a tagged field, a non-ASCII-safe length, a short frame) returns None and the frame takes the
+generic kio path, which owns every other case and every error. Tests check both paths give the same bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from protocol.apis import ApiKey
+
+_API_KEY = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+
+_HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length (request header v2)
+_INT32 = struct.Struct(">i")
+# After the member id: epoch, instance id null, rack id null, rebalance timeout -1, topic names null.
+_EPOCH_AND_NULLS = struct.Struct(">iBBiB")
+_NO_REBALANCE_TIMEOUT = -1
+# Response: size, correlation id, header tags, throttle 0, error 0, error message null.
+_ANSWER_HEAD = struct.Struct(">iiBihB")
+_ANSWER_TAIL = struct.Struct(">iiBB")  # member epoch, heartbeat interval, assignment null (-1), tags
+
+# (api version, correlation id, raw client id, group id, member id, raw member id, member epoch)
+SteadyHeartbeat = tuple[int, int, bytes, str, str, bytes, int]
+
+
+def decode_steady(frame: bytes, max_version: int) -> SteadyHeartbeat | None:
+    """The steady heartbeat, or None when the generic path must decide."""
+    try:
+        api_key, version, correlation_id, client_length = _HEADER.unpack_from(frame, 0)
+        if api_key != _API_KEY or not 0 <= version <= max_version:
+            return None
+        end = 10 + client_length if client_length > 0 else 10
+        client_id = frame[10:end]
+        if frame[end]:  # header tagged fields
+            return None
+        length = frame[end + 1]  # group id: compact string, one-byte uvarint of length + 1
+        if not 1 < length < 0x80:
+            return None
+        start, end = end + 2, end + 1 + length
+        group_id = frame[start:end].decode()
+        length = frame[end]
+        if not 1 < length < 0x80:
+            return None
+        start, end = end + 1, end + length
+        raw_member_id = frame[start:end]
+        member_id = raw_member_id.decode()
+        epoch, instance, rack, rebalance_timeout, names = _EPOCH_AND_NULLS.unpack_from(frame, end)
+        if instance or rack or rebalance_timeout != _NO_REBALANCE_TIMEOUT or names or epoch <= 0:
+            return None
+        end += 11
+        if version >= 1:
+            if frame[end]:  # subscribed topic regex
+                return None
+            end += 1
+        # server assignor, topic partitions, body tagged fields: all empty, and nothing after them.
+        if frame[end] or frame[end + 1] or frame[end + 2] or end + 3 != len(frame):
+            return None
+    except (IndexError, struct.error, UnicodeDecodeError):
+        return None
+    return version, correlation_id, client_id, group_id, member_id, raw_member_id, epoch
+
+
+def encode_steady_answer(correlation_id: int, member_id: bytes, member_epoch: int, interval_ms: int) -> bytes:
+    """The whole answer frame: no error, the member's id and epoch, the interval, Assignment null.
+
+    ``member_id`` is the UTF-8 id, shorter than 127 bytes (its compact length fits one byte); the response is the
+    same for both versions.
+    """
+    size = 4 + 1 + 4 + 2 + 1 + 1 + len(member_id) + 4 + 4 + 1 + 1
+    return b"".join(
+        (
+            _ANSWER_HEAD.pack(size, correlation_id, 0, 0, 0, 0),
+            bytes((len(member_id) + 1,)),
+            member_id,
+            _ANSWER_TAIL.pack(member_epoch, interval_ms, 0xFF, 0),
+        )
+    )
