@@ -31,12 +31,17 @@ class ApiKey(enum.IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 # Minimums follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-1, OffsetFetch v0, Produce v0-2,
 # Fetch v0-3, ListOffsets v0, CreateTopics v0-1 and DeleteTopics v0).
 # Produce stays advertised even for consumers: librdkafka will not fetch otherwise (docs/spec/client-traps.md G1).
 # ListOffsets stops at 10 so kafka-python infers Kafka 4.0 (G4).
+# DescribeGroups v6 is Kafka 4.0's (KIP-1043). ConsumerGroupHeartbeat and ConsumerGroupDescribe are listed 0-1
+# whether or not the consumer protocol is enabled, as Kafka lists them (docs/spec/consumer-groups.md section 2.4):
+# disabled, they answer UNSUPPORTED_VERSION (section 4.1).
 SUPPORTED_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType(
     {
         ApiKey.PRODUCE: (3, 11),
@@ -50,7 +55,7 @@ SUPPORTED_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType(
         ApiKey.HEARTBEAT: (0, 4),
         ApiKey.LEAVE_GROUP: (0, 5),
         ApiKey.SYNC_GROUP: (0, 5),
-        ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.DESCRIBE_GROUPS: (0, 6),
         ApiKey.LIST_GROUPS: (0, 5),
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (2, 7),
@@ -59,6 +64,8 @@ SUPPORTED_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType(
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     }
 )
 

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from broker.api import fetch, find_coordinator, groups, membership, metadata, offsets, produce, topic_admin
+from broker.api import (
+    consumer_groups,
+    fetch,
+    find_coordinator,
+    groups,
+    membership,
+    metadata,
+    offsets,
+    produce,
+    topic_admin,
+)
 from broker.api.api_versions import api_versions
 from broker.api.base import Handler
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
@@ -31,6 +41,8 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType(
         ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
         ApiKey.LIST_GROUPS: groups.list_groups,
         ApiKey.DELETE_GROUPS: groups.delete_groups,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.consumer_group_heartbeat,
+        ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
     }
 )
 

@@ -11,8 +11,9 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
 from broker.api.base import ERROR_MESSAGES, NO_THROTTLE, partition_errors
+from broker.api.consumer_groups import describe_error_response, heartbeat_response
 from broker.api.membership import join_response, sync_response
-from broker.coordinator.messages import JoinResult, SyncResult
+from broker.coordinator.messages import ConsumerHeartbeatResult, JoinResult, SyncResult
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -32,6 +33,11 @@ def error_response(api_key: int, version: int, body: Any, error: ErrorCode) -> A
         )
     if api_key == ApiKey.OFFSET_FETCH:
         return _offset_fetch_error(cls, version, body, error)
+    if api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+        # ErrorMessage and MemberId null, epoch and interval 0, Assignment null (consumer-groups.md section 4.1).
+        return heartbeat_response(version, ConsumerHeartbeatResult(error))
+    if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+        return describe_error_response(version, body.group_ids, error)
     if api_key == ApiKey.FIND_COORDINATOR:
         nowhere = {"error_code": error, "node_id": i32(-1), "host": "", "port": i32(-1)}
         message = ERROR_MESSAGES.get(error, error.name.upper())
@@ -76,10 +82,17 @@ def _offset_fetch_error(cls: type, version: int, body: Any, error: ErrorCode) ->
 
 
 def request_identity(api_key: int, body: Any) -> tuple[str | None, str | None, str | None]:
-    """(group id, member id, group instance id) as far as the request names them."""
+    """(group id, member id, group instance id) as far as the request names them; the client id is the
+    connection's (the request header's), which the connection adds."""
     group_id = getattr(body, "group_id", None)
     member_id = getattr(body, "member_id", None)
     instance_id = getattr(body, "group_instance_id", None)
+    if api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+        # Its field is InstanceId, and null there means "unchanged" (consumer-groups.md section 2.1): a rule on an
+        # instance id matches the heartbeats that carry it (the joining ones), not the ones that leave it out.
+        return group_id, member_id, body.instance_id
+    if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+        return (body.group_ids[0] if body.group_ids else None), None, None
     if api_key == ApiKey.LEAVE_GROUP and getattr(body, "members", None):
         first = body.members[0]
         member_id, instance_id = first.member_id or None, first.group_instance_id

@@ -1,4 +1,10 @@
-"""DescribeGroups (15), ListGroups (16) and DeleteGroups (42)."""
+"""DescribeGroups (15), ListGroups (16) and DeleteGroups (42).
+
+DescribeGroups describes classic groups only (docs/spec/group-coordinator.md 14.1, docs/spec/consumer-groups.md
+section 9.2). v0-5: an unknown group, or one of another type (a KIP-848 consumer group), is ErrorCode NONE with
+state Dead and nothing else. v6 (KIP-1043, Kafka 4.0) answers the same entry with GROUP_ID_NOT_FOUND and an
+ErrorMessage: "Group X not found." or "Group X is not a classic group." (GroupMetadataManager.describeGroups).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +14,14 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call
+from broker.coordinator.messages import GroupDescription
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
 # With no authorizer Kafka 4.x reports READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-_ALL_GROUP_OPERATIONS = i32(sum(1 << op for op in (3, 6, 8, 10, 11)))
+ALL_GROUP_OPERATIONS = i32(sum(1 << op for op in (3, 6, 8, 10, 11)))
+# The first DescribeGroups version that answers GROUP_ID_NOT_FOUND for a group it does not describe.
+_NOT_FOUND_VERSION = 6
 
 
 def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
@@ -22,11 +31,23 @@ def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
     with_operations = getattr(body, "include_authorized_operations", False)
     described = []
     for group_id in body.groups:
-        d = ctx.coordinator.describe(group_id)
+        missing: str | None  # what v6 says of a group it does not describe
+        if ctx.coordinator.group_type(group_id) not in (None, "classic"):
+            # Not a classic group: described as an unknown one (section 9.2), whatever the classic side holds.
+            d = GroupDescription(group_id)
+            missing = f"Group {group_id} is not a classic group."
+        else:
+            d = ctx.coordinator.describe(group_id)
+            # An unknown group comes back as NONE and Dead (a live group is never Dead: admin.describe).
+            missing = f"Group {group_id} not found." if d.error is ErrorCode.none and d.state == "Dead" else None
+        error, message = d.error, None
+        if missing is not None and call.api_version >= _NOT_FOUND_VERSION:
+            error, message = ErrorCode.group_id_not_found, missing
         described.append(
             build(
                 group_cls,
-                error_code=d.error,
+                error_code=error,
+                error_message=message,
                 group_id=d.group_id,
                 group_state=d.state,
                 protocol_type=d.protocol_type,
@@ -44,7 +65,7 @@ def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
                     for m in d.members
                 ),
                 authorized_operations=(
-                    _ALL_GROUP_OPERATIONS if with_operations and d.error is ErrorCode.none else NO_AUTHORIZED_OPERATIONS
+                    ALL_GROUP_OPERATIONS if with_operations and error is ErrorCode.none else NO_AUTHORIZED_OPERATIONS
                 ),
             )
         )

@@ -197,6 +197,12 @@ def _topics(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(parse_topic_spec(spec) for spec in text.replace(",", " ").split())
 
 
+def _names(text: str) -> tuple[str, ...]:
+    """Kafka's LIST type: comma-separated, each item trimmed, empty items dropped. Which names are valid is
+    GroupConfig's to say, so a bad one refuses start with its message."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
 # The sections of Settings an option may fill, by the name of the Settings field that holds each.
 _SECTIONS: dict[str, type[GroupConfig] | type[LogDefaults]] = {"group": GroupConfig, "log": LogDefaults}
 
@@ -261,6 +267,10 @@ class Option:
             return _host_counts(",".join(f"{host}:{count}" for host, count in value.items()))
         if self.parse is parse_endpoints and isinstance(value, list):
             return parse_endpoints(",".join(str(item) for item in value))
+        if self.parse is _names and isinstance(value, list):
+            if not all(isinstance(item, str) for item in value):
+                raise ValueError(f"expected a TOML list of strings, got {value!r}")
+            return _names(",".join(value))
         expected: type = {int: int, _bool: bool}.get(self.parse, str)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise ValueError(f"expected a TOML {expected.__name__}, got {type(value).__name__} {value!r}")
@@ -273,6 +283,8 @@ class Option:
             return "none"
         if isinstance(self.default, bool):
             return str(self.default).lower()
+        if isinstance(self.default, tuple) and all(isinstance(item, str) for item in self.default):
+            return ",".join(self.default)  # a LIST setting, written as Kafka writes it
         return str(self.default)
 
 
@@ -328,6 +340,50 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "offset_metadata_max_bytes", int, "largest metadata string of a committed offset",
         kafka="offset.metadata.max.bytes", fills="group.offset_metadata_max_bytes",
+    ),
+    # KIP-848 consumer groups (docs/spec/consumer-groups.md section 11; Kafka's GroupCoordinatorConfig). The
+    # timeouts are the broker's to dictate: clients cannot override them (section 12), so tests lower them here.
+    Option(
+        "group_coordinator_rebalance_protocols", _names,
+        "group protocols served, comma-separated; without consumer, ConsumerGroupHeartbeat and "
+        "ConsumerGroupDescribe answer UNSUPPORTED_VERSION (classic cannot be left out)",
+        kafka="group.coordinator.rebalance.protocols", kafka_default="classic,consumer (4.1+: also streams)",
+        fills="group.rebalance_protocols",
+    ),
+    Option(
+        "group_consumer_session_timeout_ms", int,
+        "session timeout of consumer-protocol members (within its min and max, above the heartbeat interval)",
+        kafka="group.consumer.session.timeout.ms", fills="group.consumer_session_timeout_ms",
+    ),
+    Option(
+        "group_consumer_min_session_timeout_ms", int, "lowest consumer-protocol session timeout",
+        kafka="group.consumer.min.session.timeout.ms", fills="group.consumer_min_session_timeout_ms",
+    ),
+    Option(
+        "group_consumer_max_session_timeout_ms", int, "highest consumer-protocol session timeout",
+        kafka="group.consumer.max.session.timeout.ms", fills="group.consumer_max_session_timeout_ms",
+    ),
+    Option(
+        "group_consumer_heartbeat_interval_ms", int,
+        "heartbeat interval the broker gives consumer-protocol members (within its min and max)",
+        kafka="group.consumer.heartbeat.interval.ms", fills="group.consumer_heartbeat_interval_ms",
+    ),
+    Option(
+        "group_consumer_min_heartbeat_interval_ms", int, "lowest consumer-protocol heartbeat interval",
+        kafka="group.consumer.min.heartbeat.interval.ms", fills="group.consumer_min_heartbeat_interval_ms",
+    ),
+    Option(
+        "group_consumer_max_heartbeat_interval_ms", int, "highest consumer-protocol heartbeat interval",
+        kafka="group.consumer.max.heartbeat.interval.ms", fills="group.consumer_max_heartbeat_interval_ms",
+    ),
+    Option(
+        "group_consumer_max_size", int, "most members a consumer group may have (classic-protocol members count)",
+        kafka="group.consumer.max.size", fills="group.consumer_max_size",
+    ),
+    Option(
+        "group_consumer_assignors", _names,
+        "server-side assignors (uniform, range); the first is used when a member names none",
+        kafka="group.consumer.assignors", fills="group.consumer_assignors",
     ),
     Option(
         "socket_request_max_bytes", int, "largest request; a larger one closes the connection",

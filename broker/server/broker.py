@@ -20,6 +20,7 @@ from broker.config.settings import Endpoint, Settings
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.events.hub import EventFile, EventHub
 from broker.server.acceptor import Acceptor, bind
+from broker.server.catalog import RegistryCatalog
 from broker.server.connection import Connection
 from broker.server.faults import FaultRules
 from broker.server.quotas import ConnectionQuotas, Slot
@@ -99,12 +100,6 @@ class BrokerServer:
             if settings.event_log
             else None,
         )
-        self.coordinator = GroupCoordinator(
-            settings.group, self.clock, self.purgatory, events=self.events, partition_count=self._partition_count
-        )
-        self.faults = FaultRules(self.clock)
-        self.request_stats = RequestStats()
-        self.connections_accepted = 0
         self.topics = TopicRegistry(
             auto_create=settings.auto_create_topics,
             default_partitions=settings.num_partitions,
@@ -115,6 +110,17 @@ class BrokerServer:
         )
         for name, partitions in settings.topics:
             self.topics.create(name, partitions)
+        self.coordinator = GroupCoordinator(
+            settings.group,
+            self.clock,
+            self.purgatory,
+            events=self.events,
+            partition_count=self._partition_count,
+            topics=RegistryCatalog(self.topics),  # consumer groups see topics by id (consumer-groups.md 3.6)
+        )
+        self.faults = FaultRules(self.clock)
+        self.request_stats = RequestStats()
+        self.connections_accepted = 0
         self.topics.on_delete(self._topic_deleted)
         self.fetches = DelayedFetches(self.purgatory)
         self._schedule_retention()

@@ -24,7 +24,8 @@ from protocol.apis import SUPPORTED_VERSIONS, ApiKey, kafka_name
 ERROR, DELAY, CLOSE, SWALLOW = "error", "delay", "close", "swallow_heartbeats"
 ACTIONS = (ERROR, DELAY, CLOSE, SWALLOW)
 
-# The APIs an ``error`` rule can answer for: those a consumer group talks to its coordinator with.
+# The APIs an ``error`` rule can answer for: those a consumer group talks to its coordinator with (KIP-848's two
+# included: broker/api/fault_answers.py shapes their error answers).
 ERROR_APIS = frozenset(
     {
         ApiKey.FIND_COORDINATOR,
@@ -34,6 +35,8 @@ ERROR_APIS = frozenset(
         ApiKey.LEAVE_GROUP,
         ApiKey.OFFSET_COMMIT,
         ApiKey.OFFSET_FETCH,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
     }
 )
 

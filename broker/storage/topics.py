@@ -183,6 +183,9 @@ class TopicRegistry:
         # creation order: start-up topics are not checked, so one form may have several.
         self._by_unified: dict[str, list[str]] = {}
         self._on_delete: list[Callable[[Topic], None]] = []
+        # Bumped by every create, delete and partition growth: consumer groups compare it to tell that their
+        # subscription metadata must be recomputed (docs/spec/consumer-groups.md section 4.10).
+        self.version = 0
 
     def on_delete(self, callback: Callable[[Topic], None]) -> None:
         self._on_delete.append(callback)
@@ -200,6 +203,7 @@ class TopicRegistry:
         self._by_name[name] = topic
         self._by_id[topic.topic_id] = topic
         self._by_unified.setdefault(_unified(name), []).append(name)
+        self.version += 1
         return topic
 
     def colliding(self, name: str) -> str | None:
@@ -214,7 +218,9 @@ class TopicRegistry:
         return topic
 
     def add_partitions(self, topic: Topic, total: int) -> None:
-        topic.logs.extend(PartitionLog(self.budget) for _ in range(total - topic.partitions))
+        if total > topic.partitions:
+            topic.logs.extend(PartitionLog(self.budget) for _ in range(total - topic.partitions))
+            self.version += 1
 
     def delete(self, topic: Topic) -> None:
         del self._by_name[topic.name]
@@ -226,6 +232,7 @@ class TopicRegistry:
             del self._by_unified[unified]
         for log in topic.logs:
             log.release()
+        self.version += 1
         for callback in self._on_delete:
             callback(topic)
 

@@ -837,8 +837,14 @@ async def test_describe_groups(connect: Connect, version: int) -> None:
     if version >= 4:
         assert described.group_instance_id == "instance-d"
 
-    assert (unknown.error_code, unknown.group_id, unknown.group_state) == (E.none, "no-such-group", "Dead")
+    # Item 130: NONE and Dead up to v5; v6 (KIP-1043) says GROUP_ID_NOT_FOUND, with a message.
+    unknown_error = E.group_id_not_found if version >= 6 else E.none
+    assert (unknown.error_code, unknown.group_id, unknown.group_state) == (unknown_error, "no-such-group", "Dead")
     assert (unknown.protocol_type, unknown.protocol_data, unknown.members) == ("", "", ())
+    assert has_field(type(unknown), "error_message") == (version >= 6)
+    if version >= 6:
+        assert unknown.error_message == "Group no-such-group not found."
+        assert (stable.error_message, simple.error_message) == (None, None)
 
     assert (simple.error_code, simple.group_state, simple.protocol_type, simple.protocol_data, simple.members) == (
         E.none, "Empty", "", "", (),

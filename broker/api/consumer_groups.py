@@ -1,0 +1,163 @@
+"""ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69): KIP-848 consumer groups.
+
+Versions (docs/spec/consumer-groups.md sections 2.1, 2.2; both flexible from v0):
+* ConsumerGroupHeartbeat v0-1. v1 adds SubscribedTopicRegex and makes the client generate its member id (KIP-1082:
+  the coordinator checks that, it needs ``api_version``). The response is the same in both versions. Assignment
+  null means "no change"; present with no partitions means "you own nothing" (section 2.1, 4.14): the marker byte
+  (-1 null, 1 present) is kio's.
+* ConsumerGroupDescribe v0-1. v1 adds each member's MemberType (-1 unknown, 0 classic protocol, 1 consumer protocol).
+
+Both answer UNSUPPORTED_VERSION with a null ErrorMessage when the consumer protocol is off (``consumer`` not in
+``group.coordinator.rebalance.protocols``), before the coordinator sees them (section 4.1 item 1, KafkaApis
+``isConsumerGroupProtocolEnabled``); ApiVersions still lists them (section 2.4). Describe entries come in request
+order: Kafka orders them by coordinator partition, and this broker has one (section 9.3; clients match by GroupId).
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i32
+
+from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, millis
+from broker.api.groups import ALL_GROUP_OPERATIONS
+from broker.coordinator.messages import (
+    ConsumerGroupDescription,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResult,
+    DescribedTopicPartitions,
+)
+from protocol.apis import ApiKey
+from protocol.codec import build, nested, response_schema
+
+# kio reads the all-zero Uuid (Kafka's Uuid.ZERO_UUID, "no id") as None; the coordinator gets it back as a Uuid, which
+# matches no topic (Kafka never issues it: section 3.6).
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def consumer_group_heartbeat(ctx: ApiContext, call: Call, body: Any) -> Any:
+    version = call.api_version
+    if not ctx.coordinator.config.consumer_protocol_enabled:
+        return heartbeat_response(version, ConsumerHeartbeatResult(ErrorCode.unsupported_version))
+    owned = body.topic_partitions
+    request = ConsumerHeartbeatRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=body.member_epoch,
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=millis(body.rebalance_timeout),
+        subscribed_topic_names=None if body.subscribed_topic_names is None else tuple(body.subscribed_topic_names),
+        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),  # v1+; v0 cannot change it
+        server_assignor=body.server_assignor,
+        topic_partitions=None
+        if owned is None
+        else tuple((t.topic_id or _ZERO_UUID, tuple(t.partitions)) for t in owned),
+        api_version=version,
+        client=call.client,
+    )
+    return heartbeat_response(version, ctx.coordinator.consumer_heartbeat(request))
+
+
+def heartbeat_response(version: int, result: ConsumerHeartbeatResult) -> Any:
+    """The versioned response of a result, for the handler and a fault rule's error alike (section 4.14, 4.15)."""
+    cls = response_schema(ApiKey.CONSUMER_GROUP_HEARTBEAT, version)
+    assignment = None
+    if result.assignment is not None:
+        topic_cls = nested(cls, "TopicPartitions")
+        assignment = build(
+            nested(cls, "Assignment"),
+            topic_partitions=tuple(
+                build(topic_cls, topic_id=topic_id, partitions=tuple(i32(p) for p in sorted(partitions)))
+                for topic_id, partitions in result.assignment
+            ),
+        )
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        error_message=result.error_message,
+        member_id=result.member_id,
+        member_epoch=i32(result.member_epoch),
+        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
+        assignment=assignment,
+    )
+
+
+def consumer_group_describe(ctx: ApiContext, call: Call, body: Any) -> Any:
+    version = call.api_version
+    if not ctx.coordinator.config.consumer_protocol_enabled:
+        return describe_error_response(version, body.group_ids, ErrorCode.unsupported_version)
+    cls = response_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, version)
+    with_operations = body.include_authorized_operations
+    groups = tuple(
+        _described_group(cls, ctx.coordinator.describe_consumer_group(group_id), with_operations)
+        for group_id in body.group_ids
+    )
+    return build(cls, throttle_time=NO_THROTTLE, groups=groups)
+
+
+def describe_error_response(version: int, group_ids: Iterable[str], error: ErrorCode) -> Any:
+    """Every requested group answered ``error`` and nothing else (ConsumerGroupDescribeRequest.getErrorResponse)."""
+    cls = response_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, version)
+    groups = tuple(
+        _described_group(cls, ConsumerGroupDescription(group_id, error), with_operations=False)
+        for group_id in group_ids
+    )
+    return build(cls, throttle_time=NO_THROTTLE, groups=groups)
+
+
+def _described_group(cls: type, d: ConsumerGroupDescription, with_operations: bool) -> Any:
+    member_cls = nested(cls, "Member")
+    return build(
+        nested(cls, "DescribedGroup"),
+        error_code=d.error,
+        error_message=d.error_message,
+        group_id=d.group_id,
+        group_state=d.state,
+        group_epoch=i32(d.group_epoch),
+        assignment_epoch=i32(d.assignment_epoch),
+        assignor_name=d.assignor_name,
+        members=tuple(
+            build(
+                member_cls,
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=i32(m.member_epoch),
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=m.subscribed_topic_names,
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                assignment=_assignment(cls, m.assignment),
+                target_assignment=_assignment(cls, m.target_assignment),
+                member_type=i8(m.member_type),  # v1+ only: ``build`` leaves it out of v0
+            )
+            for m in d.members
+        ),
+        # Only for a described group, and only when asked (docs/spec/group-coordinator.md 14.1, section 9.3).
+        authorized_operations=ALL_GROUP_OPERATIONS
+        if with_operations and d.error is ErrorCode.none
+        else NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+def _assignment(cls: type, topics: tuple[DescribedTopicPartitions, ...]) -> Any:
+    """Not nullable in ConsumerGroupDescribe (no marker byte, section 2.2): an empty one is an empty array."""
+    topic_cls = nested(cls, "TopicPartitions")
+    return build(
+        nested(cls, "Assignment"),
+        topic_partitions=tuple(
+            build(
+                topic_cls,
+                topic_id=t.topic_id,
+                topic_name=t.topic_name,
+                partitions=tuple(i32(p) for p in sorted(t.partitions)),
+            )
+            for t in topics
+        ),
+    )
