@@ -58,6 +58,7 @@ from broker.coordinator.modern import describe as consumer_describe
 from broker.coordinator.modern.group import ConsumerGroup
 from broker.coordinator.modern.groups import ConsumerGroups
 from broker.coordinator.modern.heartbeat import ConsumerHeartbeatHandler
+from broker.coordinator.modern.member import ConsumerMember
 from broker.coordinator.modern.referee import RefereedEventLog
 from broker.coordinator.modern.types import StaticCatalog, TopicCatalog
 from broker.coordinator.modern.verbs import ConsumerVerbs
@@ -273,6 +274,7 @@ class GroupCoordinator:
         """LeaveGroup against a consumer group (section 10.3): any member, by member id or by instance id."""
         group = self._consumer.groups[group_id]
         answers = []
+        fenced: dict[str, tuple[ConsumerMember, str]] = {}
         for identity in leaving:
             instance_id = identity.group_instance_id
             if instance_id is None:
@@ -288,8 +290,10 @@ class GroupCoordinator:
                 else:
                     error = E.none
             if member is not None:
-                self._consumer.fence(group, member, "removed", identity.reason or "removed by LeaveGroup")
+                fenced.setdefault(member.member_id, (member, identity.reason or "removed by LeaveGroup"))
             answers.append(LeftMember(identity.member_id, instance_id, error))
+        # Fenced together, with one epoch bump (Kafka's consumerGroupFenceMembers).
+        self._consumer.fence_all(group, list(fenced.values()), "removed")
         return LeaveResult(E.none, tuple(answers))
 
     # -- offsets (sections 13, 14.4) ------------------------------------------------------------------------

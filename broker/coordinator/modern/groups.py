@@ -7,7 +7,7 @@ metadata and resolving regular expressions (4.9, 4.10), and computing a new targ
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import structlog
 
@@ -85,10 +85,20 @@ class ConsumerGroups:
     def fence(self, group: ConsumerGroup, member: ConsumerMember, cause: str, reason: str) -> None:
         """Remove the member, free its partitions and bump the group epoch by one; the target is recomputed by
         the next heartbeat of any member (the group is Assigning until then)."""
-        self._cancel_timers(group, member)
-        group.remove_member(member.member_id)
-        self.events.member_left(group, member, cause, reason)
-        self.bump_epoch(group, f"member_{cause}", member.member_id)
+        self.fence_all(group, ((member, reason),), cause)
+
+    def fence_all(self, group: ConsumerGroup, members: Iterable[tuple[ConsumerMember, str]], cause: str) -> None:
+        """Fence several members of one request together (GMM consumerGroupFenceMembers: LeaveGroup removing
+        many members, section 10.3): each is removed as ``fence`` does, and the group epoch moves by one for all."""
+        last: ConsumerMember | None = None
+        for member, reason in members:
+            self._cancel_timers(group, member)
+            group.remove_member(member.member_id)
+            self.events.member_left(group, member, cause, reason)
+            last = member
+        if last is None:
+            return
+        self.bump_epoch(group, f"member_{cause}", last.member_id)
         if group.members:
             self.refresh_metadata(group, force=True)
         self.note_state(group)

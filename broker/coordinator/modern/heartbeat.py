@@ -184,6 +184,8 @@ class ConsumerHeartbeatHandler:
             )
         member_id = request.member_id or self._new_member_id()
         owned = None if request.topic_partitions is None else assignment_of(request.topic_partitions)
+        member, replaced = self._resolve_member(group, request, member_id, owned)
+        # 4.9: a regex no member had before is compiled, after the member checks (GMM maybeUpdateRegularExpressions).
         regex = request.subscribed_topic_regex
         if regex and regex not in group.resolved_regexes:
             try:
@@ -193,8 +195,12 @@ class ConsumerHeartbeatHandler:
                     E.invalid_regular_expression,
                     f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {error}.",
                 ) from None
-        member, replaced = self._resolve_member(group, request, member_id, owned)
         # Every check passed: from here on the request is recorded.
+        if request.member_epoch == 0 and member.member_epoch == STATIC_LEAVE_EPOCH:
+            # A static member re-joining under its own member id after its -2 leave: Kafka's replacement copy
+            # starts at epoch 0 with previous epoch 0 (section 4.7).
+            member.member_epoch = 0
+            member.previous_member_epoch = 0
         if created:
             self._materialise(group)
         is_new = member.member_id not in group.members
@@ -206,7 +212,15 @@ class ConsumerHeartbeatHandler:
             group.targets[member.member_id] = target
         elif is_new:
             group.add_member(member)
+        previous_instance_id = member.instance_id
         changed = self._update_member(member, request)
+        if member.instance_id is not None:
+            # ConsumerGroup.updateMember keeps the instance map with every member write (section 3.1): a new
+            # member only learns its instance id from this request, after add_member; a member re-joining under
+            # another instance id leaves its old one free.
+            if previous_instance_id is not None and previous_instance_id != member.instance_id:
+                group.static_members.pop(previous_instance_id, None)
+            group.static_members[member.instance_id] = member.member_id
         if is_new:
             groups.events.member_joined(group, member)
         bump = group.group_epoch == 0 or changed
@@ -290,9 +304,7 @@ class ConsumerHeartbeatHandler:
                     f"instance id is owned by {holder_id} member.",
                 )
             if holder_id == member_id:
-                holder.member_epoch = 0
-                holder.previous_member_epoch = 0
-                return holder, None
+                return holder, None  # re-joining under its own id: reset to epoch 0 once every check passed
             return holder.copy_as(member_id), holder
         if holder_id is None:
             raise HeartbeatError(E.unknown_member_id, f"Instance id {instance_id} is unknown.")
