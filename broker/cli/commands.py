@@ -17,7 +17,20 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from broker.cli.format import MEMBER_HEADERS, duration, event_row, member_row, plural, protocol_text, table, text
+from broker.cli.format import (
+    CONSUMER_MEMBER_HEADERS,
+    MEMBER_HEADERS,
+    consumer_member_row,
+    duration,
+    event_row,
+    generation_text,
+    is_consumer_group,
+    member_row,
+    plural,
+    protocol_text,
+    table,
+    text,
+)
 from broker.control.client import ControlClient, ControlError
 
 JSON = dict[str, Any]
@@ -51,25 +64,27 @@ def emit_json(value: object) -> None:
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
-    groups = client(args).groups()
+    groups = client(args).groups(args.type)
     if args.json:
         emit_json(groups)
         return 0
     if not groups:
-        print("no groups")
+        print("no groups" if args.type is None else f"no {args.type} groups")
         return 0
     rows = [
         [
             g["group_id"],
+            text(g.get("group_type")),
             g["state"],
-            str(g["generation_id"]),
+            generation_text(g),
             protocol_text(g.get("protocol_type"), g.get("protocol")),
             str(g["members"]),
             text(g.get("leader")),
         ]
         for g in groups
     ]
-    print(table(["GROUP", "STATE", "GENERATION", "PROTOCOL", "MEMBERS", "LEADER"], rows))
+    # GENERATION: a consumer group's group epoch (docs/control-api.yaml), "(target N)" while Assigning.
+    print(table(["GROUP", "TYPE", "STATE", "GENERATION", "PROTOCOL", "MEMBERS", "LEADER"], rows))
     return 0
 
 
@@ -93,14 +108,25 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def describe_text(group: JSON, events: Sequence[JSON]) -> str:
+    consumer = is_consumer_group(group)
     header = [
         ("Group", group["group_id"]),
+        ("Type", text(group.get("group_type"))),
         ("State", f"{group['state']} (for {duration(group.get('state_age_ms'))})"),
-        ("Generation", str(group["generation_id"])),
-        ("Protocol", protocol_text(group.get("protocol_type"), group.get("protocol"))),
-        ("Leader", text(group.get("leader"))),
-        ("Topics", ", ".join(group.get("subscribed_topics") or []) or "-"),
     ]
+    if consumer:
+        # KIP-848: the group epoch, and the epoch of the target assignment the members move toward.
+        header += [
+            ("Epoch", f"{group.get('group_epoch')}, target assignment {group.get('assignment_epoch')}"),
+            ("Assignor", text(group.get("protocol"))),
+        ]
+    else:
+        header += [
+            ("Generation", str(group["generation_id"])),
+            ("Protocol", protocol_text(group.get("protocol_type"), group.get("protocol"))),
+            ("Leader", text(group.get("leader"))),
+        ]
+    header.append(("Topics", ", ".join(group.get("subscribed_topics") or []) or "-"))
     if group.get("pending_members"):
         header.append(("Pending", ", ".join(group["pending_members"])))
     lines = [f"{name + ':':<12}{value}" for name, value in header]
@@ -108,7 +134,10 @@ def describe_text(group: JSON, events: Sequence[JSON]) -> str:
     lines.append("")
     if members:
         lines.append(f"Members ({len(members)}):")
-        lines.append(table(MEMBER_HEADERS, [member_row(m) for m in members]))
+        if consumer:
+            lines.append(table(CONSUMER_MEMBER_HEADERS, [consumer_member_row(m) for m in members]))
+        else:
+            lines.append(table(MEMBER_HEADERS, [member_row(m) for m in members]))
     else:
         lines.append("Members: none")
     lines.append("")
@@ -137,6 +166,11 @@ def cmd_fence(args: argparse.Namespace) -> int:
     answer = client(args).fence(args.group, args.instance_id)
     if args.json:
         emit_json(answer)
+    elif answer.get("new_member_id") is None:  # a consumer group: the static member is removed, not replaced
+        print(
+            f"removed static member {text(answer.get('member_id'))} (instance "
+            f"{answer.get('group_instance_id', args.instance_id)}) from group {answer.get('group_id', args.group)}"
+        )
     else:
         print(
             f"fenced instance {answer.get('group_instance_id', args.instance_id)} of group "
@@ -151,9 +185,16 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(answer)
     else:
-        print(f"group {answer.get('group_id', args.group)}: {answer.get('state')}, "
-              f"generation {answer.get('generation_id')}, {plural(answer.get('members'), 'member')}")
+        print(f"group {answer.get('group_id', args.group)}: {answer.get('state')}, {_round(answer)}, "
+              f"{plural(answer.get('members'), 'member')}")
     return 0
+
+
+def _round(group: Mapping[str, Any]) -> str:
+    """``generation 3``, or for a consumer group ``epoch 5`` (with its target's epoch when that lags behind)."""
+    if is_consumer_group(group):
+        return f"epoch {generation_text(group)}"
+    return f"generation {group.get('generation_id')}"
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
@@ -172,7 +213,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(group)
     else:
-        print(f"group {group['group_id']}: {group['state']}, generation {group['generation_id']}, "
+        print(f"group {group['group_id']}: {group['state']}, {_round(group)}, "
               f"{plural(len(group.get('members') or []), 'member')}")
     return 0
 

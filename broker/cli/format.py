@@ -29,6 +29,19 @@ def protocol_text(protocol_type: object, protocol: object) -> str:
     return f"{text(protocol_type)}/{text(protocol)}"
 
 
+def is_consumer_group(group: Mapping[str, Any]) -> bool:
+    """A KIP-848 consumer group (``group_type`` "consumer"), as opposed to a classic one."""
+    return group.get("group_type") == "consumer"
+
+
+def generation_text(group: Mapping[str, Any]) -> str:
+    """A classic group's generation; a consumer group's group epoch, with its target's when that lags behind."""
+    if not is_consumer_group(group):
+        return str(group.get("generation_id"))
+    epoch, target = group.get("group_epoch"), group.get("assignment_epoch")
+    return str(epoch) if target == epoch else f"{epoch} (target {target})"
+
+
 def duration(ms: object) -> str:
     """``450ms``, ``12.3s``, ``4m05s``, ``2h03m``."""
     if not isinstance(ms, int | float) or isinstance(ms, bool):
@@ -82,16 +95,58 @@ def assignment_text(member: JSON) -> str:
     if assignment is None:
         size = member.get("assignment_bytes")
         return f"? ({size} bytes)" if size else "-"
-    parts = [f"{topic}[{','.join(str(p) for p in sorted(ps))}]" for topic, ps in sorted(assignment.items())]
+    return partitions_text(assignment)
+
+
+def partitions_text(partitions: object) -> str:
+    """Partitions by topic (``{"t": [0, 1]}``) as ``t[0,1]``; "-" for none."""
+    if not isinstance(partitions, Mapping):
+        return "-"
+    parts = [f"{topic}[{','.join(str(p) for p in sorted(ps))}]" for topic, ps in sorted(partitions.items()) if ps]
     return " ".join(parts) or "-"
+
+
+# A consumer group's members (KIP-848): where each one's reconciliation stands.
+CONSUMER_MEMBER_HEADERS = [
+    "MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "EPOCH", "STATE", "LAST HEARTBEAT", "ASSIGNMENT", "REVOKING",
+    "TARGET",
+]
+_MEMBER_STATES = {"unrevoked_partitions": "revoking", "unreleased_partitions": "waiting"}
+
+
+def member_state_text(state: object) -> str:
+    """``stable``; ``revoking`` (UNREVOKED_PARTITIONS) and ``waiting`` (UNRELEASED_PARTITIONS) said shortly."""
+    return _MEMBER_STATES.get(str(state), text(state))
+
+
+def consumer_member_row(member: JSON) -> list[str]:
+    age = member.get("last_heartbeat_age_ms")
+    return [
+        str(member["member_id"]),
+        text(member.get("group_instance_id")),
+        text(member.get("client_id")),
+        text(member.get("client_host")),
+        str(member.get("member_epoch")),
+        member_state_text(member.get("state")),
+        f"{duration(age)} ago" if age is not None else "-",
+        partitions_text(member.get("assignment")),
+        partitions_text(member.get("pending_revocation")),
+        partitions_text(member.get("target")),
+    ]
 
 
 # -- events -------------------------------------------------------------------------------------------------
 
 # The fields every record has (docs/events.md) stay out of DETAILS: the tables give seq, time, event and group
 # their own columns, and v and run_id say nothing about the one event.
-_EVENT_ENVELOPE = frozenset(names.COMMON)
-_EVENT_FIRST = ("member_id", "new_member_id", "group_instance_id", "generation_id", "from", "to", "cause")
+# group_type too: it says which kind of group the record is of, which the group's own view shows.
+_EVENT_ENVELOPE = frozenset((*names.COMMON, "group_type"))
+_EVENT_FIRST = (
+    "member_id", "new_member_id", "group_instance_id", "generation_id", "group_epoch", "member_epoch",
+    "assignment_epoch", "from", "to", "cause", "state",
+)
+# A consumer group's partitions by topic (member_reconciled): shown as t[0,1].
+_EVENT_PARTITIONS = frozenset({"assigned", "pending_revocation"})
 
 
 def event_time(event: Mapping[str, Any]) -> str:
@@ -110,7 +165,9 @@ def event_details(event: Mapping[str, Any]) -> str:
         value = fields[key]
         if key in ("assignments", "assignment_bytes") and isinstance(value, dict):
             continue  # per member: describe's member table shows who holds what
-        if key == "moved" and isinstance(value, list):
+        if key in _EVENT_PARTITIONS and isinstance(value, dict):
+            parts.append(f"{key}={partitions_text(value)}")
+        elif key == "moved" and isinstance(value, list):
             parts.append(f"moved={len(value)}")
         elif key == "members" and isinstance(value, list):
             parts.append(f"members={len(value)}")

@@ -90,7 +90,8 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
         sub.set_defaults(_handler=handler)
         return sub
 
-    command(commands, "groups", "groups", "list the broker's groups")
+    groups = command(commands, "groups", "groups", "list the broker's groups (classic and KIP-848 consumer groups)")
+    groups.add_argument("--type", choices=("classic", "consumer"), help="only groups of this kind")
     describe = command(commands, "describe", "describe", "one group: its members, assignments and latest events")
     describe.add_argument("group", metavar="GROUP")
     watch = command(
@@ -103,20 +104,31 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     chaos = commands.add_parser("chaos", help="disturb groups on purpose: kick, fence, rebalance, fault rules")
     verbs = chaos.add_subparsers(dest="verb", required=True, metavar="VERB")
-    kick = command(verbs, "kick", "kick", "remove a member at once, as if its session expired (the group rebalances)")
+    kick = command(
+        verbs, "kick", "kick",
+        "remove a member at once, as if its session expired (a consumer group's: as if it left); the group rebalances",
+    )
     kick.add_argument("group", metavar="GROUP")
     kick.add_argument("member_id", metavar="MEMBER_ID")
-    fence = command(verbs, "fence", "fence", "fence a static member, as if another process took its instance id")
+    fence = command(
+        verbs, "fence", "fence",
+        "fence a static member, as if another process took its instance id (a consumer group's is removed)",
+    )
     fence.add_argument("group", metavar="GROUP")
     fence.add_argument("instance_id", metavar="INSTANCE_ID")
-    rebalance = command(verbs, "rebalance", "rebalance", "start a rebalance of a group")
+    rebalance = command(
+        verbs, "rebalance", "rebalance",
+        "start a rebalance of a group (a consumer group's epoch is bumped: a new target at the next heartbeat)",
+    )
     rebalance.add_argument("group", metavar="GROUP")
 
     fault = verbs.add_parser("fault", help="fault rules: errors, delays, closed connections, swallowed heartbeats")
     fault_verbs = fault.add_subparsers(dest="fault_verb", required=True, metavar="VERB")
     add = command(fault_verbs, "add", "fault_add", "add a fault rule (its match fields are AND-ed)")
     match = add.add_argument_group("match (all optional)")
-    match.add_argument("--api", help="Kafka API name: JoinGroup, SyncGroup, Heartbeat, OffsetCommit, Fetch, ...")
+    match.add_argument(
+        "--api", help="Kafka API name: JoinGroup, SyncGroup, Heartbeat, ConsumerGroupHeartbeat, OffsetCommit, ...",
+    )
     match.add_argument("--group", dest="group_id", metavar="GROUP")
     match.add_argument("--member", dest="member_id", metavar="MEMBER_ID")
     match.add_argument("--instance", dest="group_instance_id", metavar="INSTANCE_ID")
@@ -138,9 +150,15 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     wait = command(verbs, "wait", "wait", "wait until a group is in a given shape (exit 1 on timeout)")
     wait.add_argument("group", metavar="GROUP")
-    wait.add_argument("--state", metavar="STATE", help="Empty, PreparingRebalance, CompletingRebalance, Stable, Dead")
+    wait.add_argument(
+        "--state", metavar="STATE",
+        help="classic groups: Empty, PreparingRebalance, CompletingRebalance, Stable; consumer groups: Empty, "
+        "Assigning, Reconciling, Stable",
+    )
     wait.add_argument("--members", type=int, metavar="N", help="exactly N members")
-    wait.add_argument("--min-generation", type=int, metavar="G", help="generation G or later")
+    wait.add_argument(
+        "--min-generation", type=int, metavar="G", help="generation (a consumer group's group epoch) G or later"
+    )
     wait.add_argument("--timeout-ms", type=int, default=30000, metavar="T", help="give up after T ms (default 30000)")
 
     _add_chaos_run(verbs, common, load=list(arguments[:2]) == ["chaos", "run"])

@@ -18,7 +18,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from broker.cli.format import duration, event_row, member_row, plural, protocol_text
+from broker.cli.format import (
+    consumer_member_row,
+    duration,
+    event_row,
+    generation_text,
+    is_consumer_group,
+    member_row,
+    plural,
+    protocol_text,
+)
 from broker.control.client import ControlClient, ControlError
 
 if TYPE_CHECKING:
@@ -148,6 +157,8 @@ STATE_STYLES = {
     "Stable": "bold green",
     "PreparingRebalance": "bold yellow",
     "CompletingRebalance": "bold yellow",
+    "Assigning": "bold yellow",
+    "Reconciling": "bold yellow",
     "Empty": "dim",
     "Dead": "bold red",
 }
@@ -187,11 +198,12 @@ def group_table(group: JSON) -> RenderableType:
 
     state = str(group["state"])
     members: list[JSON] = group.get("members") or []
+    consumer = is_consumer_group(group)
     title = Text.assemble(
         (str(group["group_id"]), "bold cyan"),
         "  ",
         (state, STATE_STYLES.get(state, "")),
-        f"  generation {group['generation_id']}",
+        f"  {'epoch' if consumer else 'generation'} {generation_text(group)}",
         f"  {protocol_text(group.get('protocol_type'), group.get('protocol'))}",
         f"  {plural(len(members), 'member')}",
         f"  for {duration(group.get('state_age_ms'))}",
@@ -199,6 +211,14 @@ def group_table(group: JSON) -> RenderableType:
     if group.get("pending_members"):
         title.append(f"  {len(group['pending_members'])} pending", style="yellow")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, expand=False, pad_edge=False)
+    if consumer:
+        # KIP-848: no leader; each member's epoch and reconciliation state, what it holds and must give up.
+        for name in ("MEMBER ID", "INSTANCE ID", "CLIENT ID", "EPOCH", "STATE", "HEARTBEAT", "ASSIGNMENT", "REVOKING"):
+            table.add_column(name, overflow="fold")
+        for member in members:
+            row = consumer_member_row(member)
+            table.add_row(*_cells([row[0], row[1], row[2], row[4], row[5], row[6], row[7], row[8]]))
+        return table
     for name in ("", "MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "HEARTBEAT", "ASSIGNMENT"):
         table.add_column(name, overflow="fold")
     for member in members:

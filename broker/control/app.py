@@ -21,7 +21,8 @@ from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middle
 from broker.control.metrics import BrokerMetrics
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
-from broker.coordinator.views import GroupDetail, GroupSummary
+from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.views import ConsumerMemberDetail, GroupDetail, GroupSummary, MemberDetail
 from broker.events.hub import Record
 from broker.server.faults import FaultSpecError
 
@@ -34,8 +35,14 @@ KEEP_ALIVE_S = 15.0
 MAX_WAIT_MS = 600_000
 SSE_QUEUE_LIMIT = 10_000
 _SEQ = re.compile(r"[0-9]{1,19}")  # a Last-Event-ID taken as a sequence number
-# A deleted group is forgotten at once, so Dead is never observable: waiting for it would always time out.
-_STATES = {state.value.lower(): state.value for state in GroupState if state is not GroupState.DEAD}
+# A deleted group is forgotten at once, so Dead is never observable: waiting for it would always time out. Classic
+# groups' states, then those only consumer groups have (docs/spec/consumer-groups.md section 3.4).
+_STATES = {
+    state.value.lower(): state.value
+    for state in (*GroupState, *ConsumerGroupState)
+    if state not in (GroupState.DEAD, ConsumerGroupState.DEAD)
+}
+GROUP_TYPES = ("classic", "consumer")
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -71,33 +78,68 @@ class _BadRequest(Exception):
 def group_summary(summary: GroupSummary) -> dict[str, Any]:
     return {
         "group_id": summary.group_id,
+        "group_type": summary.group_type,
         "state": summary.state,
         "protocol_type": summary.protocol_type,
         "protocol": summary.protocol,
         "generation_id": summary.generation_id,
         "leader": summary.leader,
         "members": summary.member_count,
+        "group_epoch": summary.group_epoch,
+        "assignment_epoch": summary.assignment_epoch,
+    }
+
+
+def classic_member(member: MemberDetail, now_ms: int) -> dict[str, Any]:
+    return {
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+        "session_timeout_ms": member.session_timeout_ms,
+        "rebalance_timeout_ms": member.rebalance_timeout_ms,
+        "last_heartbeat_age_ms": max(now_ms - member.last_heartbeat_ms, 0),
+        "awaiting_join": member.awaiting_join,
+        "awaiting_sync": member.awaiting_sync,
+        "protocols": list(member.protocols),
+        "assignment": member.assignment,
+        "assignment_bytes": member.assignment_bytes,
+        "is_leader": member.is_leader,
+    }
+
+
+def consumer_member(member: ConsumerMemberDetail, now_ms: int) -> dict[str, Any]:
+    """A consumer group's member; ``assignment`` is what it may own now, as a classic member's is."""
+    deadline = member.session_deadline_ms
+    return {
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
+        "rack_id": member.rack_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+        "member_epoch": member.member_epoch,
+        "previous_member_epoch": member.previous_member_epoch,
+        "state": member.state,
+        "assignment": member.assigned,
+        "pending_revocation": member.pending_revocation,
+        "target": member.target,
+        "subscribed_topic_names": list(member.subscribed_topic_names),
+        "subscribed_topic_regex": member.subscribed_topic_regex or None,
+        "server_assignor": member.server_assignor,
+        "rebalance_timeout_ms": member.rebalance_timeout_ms,
+        "session_timeout_ms": member.session_timeout_ms,
+        # The session runs from the last heartbeat (docs/spec/consumer-groups.md section 7.1): both times follow.
+        "session_expires_in_ms": None if deadline is None else max(deadline - now_ms, 0),
+        "last_heartbeat_age_ms": None
+        if deadline is None
+        else max(now_ms - (deadline - member.session_timeout_ms), 0),
     }
 
 
 def group_detail(group: GroupDetail, now_ms: int) -> dict[str, Any]:
     detail = group_summary(group.summary)
     detail["members"] = [
-        {
-            "member_id": member.member_id,
-            "group_instance_id": member.group_instance_id,
-            "client_id": member.client_id,
-            "client_host": member.client_host,
-            "session_timeout_ms": member.session_timeout_ms,
-            "rebalance_timeout_ms": member.rebalance_timeout_ms,
-            "last_heartbeat_age_ms": max(now_ms - member.last_heartbeat_ms, 0),
-            "awaiting_join": member.awaiting_join,
-            "awaiting_sync": member.awaiting_sync,
-            "protocols": list(member.protocols),
-            "assignment": member.assignment,
-            "assignment_bytes": member.assignment_bytes,
-            "is_leader": member.is_leader,
-        }
+        consumer_member(member, now_ms) if isinstance(member, ConsumerMemberDetail) else classic_member(member, now_ms)
         for member in group.members
     ]
     detail["pending_members"] = list(group.pending_members)
@@ -182,7 +224,16 @@ class ControlApi:
     # -- groups ---------------------------------------------------------------------------
 
     async def list_groups(self, request: web.Request) -> web.Response:
-        summaries = sorted(self.server.coordinator.group_summaries(), key=lambda summary: summary.group_id)
+        wanted = request.query.get("type") or None
+        if wanted is not None and wanted.lower() not in GROUP_TYPES:
+            return _error(400, f"type must be one of {list(GROUP_TYPES)}, got {_quoted(wanted)}")
+        unknown = sorted(set(request.query) - {"type"})
+        if unknown:
+            return _error(400, f"unknown query parameter(s) {unknown}")
+        summaries = sorted(
+            (s for s in self.server.coordinator.group_summaries() if wanted is None or s.group_type == wanted.lower()),
+            key=lambda summary: summary.group_id,
+        )
         return _json({"groups": [group_summary(summary) for summary in summaries]})
 
     async def describe_group(self, request: web.Request) -> web.Response:
@@ -212,8 +263,7 @@ class ControlApi:
         if wanted_state:
             state = _STATES.get(wanted_state.lower())
             if state is None:
-                names = [s.value for s in GroupState if s is not GroupState.DEAD]
-                return _error(400, f"state must be one of {names}, got {wanted_state!r}")
+                return _error(400, f"state must be one of {list(_STATES.values())}, got {wanted_state!r}")
         try:
             members = _int_param(request, "members", None, 0, 2**31 - 1)
             min_generation = _int_param(request, "min_generation", None, 0, 2**31 - 1)

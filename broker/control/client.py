@@ -87,8 +87,9 @@ class ControlClient:
 
     # -- groups ---------------------------------------------------------------------------------------------
 
-    def groups(self) -> list[JSON]:
-        return _list(self._json("GET", "/v1/groups"), "groups")
+    def groups(self, group_type: str | None = None) -> list[JSON]:
+        """Every group, or only those of one ``group_type`` ("classic" or "consumer")."""
+        return _list(self._json("GET", f"/v1/groups{_query(type=group_type)}"), "groups")
 
     def group(self, group_id: str) -> JSON:
         return self._json("GET", f"/v1/groups/{quote(group_id)}")
@@ -117,6 +118,8 @@ class ControlClient:
     ) -> JSON:
         """The group's detail once every given condition holds; ControlError(408) when ``timeout_ms`` runs out.
 
+        ``state`` is a classic group's (Empty, PreparingRebalance, CompletingRebalance, Stable) or a consumer
+        group's (Empty, Assigning, Reconciling, Stable); ``min_generation`` is a consumer group's group epoch.
         The 408 error's ``payload["group"]`` is the group as it was at the deadline (None if it never existed).
         """
         query = _query(state=state, members=members, min_generation=min_generation, timeout_ms=timeout_ms)

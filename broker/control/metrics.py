@@ -1,4 +1,9 @@
-"""Prometheus metrics for /metrics: request figures, group gauges read at scrape time, and event-driven series."""
+"""Prometheus metrics for /metrics: request figures, group gauges read at scrape time, and event-driven series.
+
+Classic groups and KIP-848 consumer groups share the group families, labelled by ``type``; a consumer group's
+generation gauge is its group epoch. The consumer groups' own series (epoch bumps, target assignments, reconciliation
+steps, heartbeats) come from their events (docs/events.md, version 2) and the request counts.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +15,27 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from broker.coordinator.classic.state import GroupState
+from broker.coordinator.modern.types import ConsumerGroupState
 from broker.events.hub import Record
-from broker.events.names import MEMBER_EXPIRED, REBALANCE_STARTED, REFEREE_VIOLATION, SYNC_COMPLETED
+from broker.events.names import (
+    GROUP_DELETED,
+    GROUP_EPOCH_BUMPED,
+    MEMBER_EXPIRED,
+    MEMBER_RECONCILED,
+    REBALANCE_STARTED,
+    REFEREE_VIOLATION,
+    STATE_CHANGED,
+    SYNC_COMPLETED,
+    TARGET_ASSIGNMENT_COMPUTED,
+)
 from broker.server.stats import LATENCY_BUCKETS
-from protocol.apis import kafka_name
+from protocol.apis import ApiKey, kafka_name
 
 if TYPE_CHECKING:
     from broker.server.broker import BrokerServer
 
+# A consumer group's rebalance ends when it is Stable again, or is over without one when it is Empty.
+_SETTLED = frozenset({ConsumerGroupState.STABLE.value, ConsumerGroupState.EMPTY.value})
 # Rebalances and evictions take from milliseconds (kicks, tests) to minutes (default timeouts).
 SLOW_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0, 600.0)
 
@@ -49,25 +67,50 @@ class _ScrapeTime(Collector):
             latency.add_metric(labels, buckets, entry.total)
         yield requests
         yield latency
+        heartbeats = sum(
+            entry.count for (api_key, _), entry in server.request_stats.by_api.items()
+            if api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT
+        )
+        yield CounterMetricFamily(
+            "group_broker_consumer_heartbeats",
+            "ConsumerGroupHeartbeat requests answered (joins, heartbeats, acknowledgements and leaves)",
+            value=heartbeats,
+        )
 
         groups = server.coordinator.group_summaries()
-        by_state = GaugeMetricFamily("group_broker_groups", "Groups by state", labels=["state"])
-        counts = {state.value: 0 for state in GroupState if state is not GroupState.DEAD}
+        by_state = GaugeMetricFamily("group_broker_groups", "Groups by type and state", labels=["type", "state"])
+        counts = {("classic", state.value): 0 for state in GroupState if state is not GroupState.DEAD}
+        counts.update(
+            {("consumer", state.value): 0 for state in ConsumerGroupState if state is not ConsumerGroupState.DEAD}
+        )
         for group in groups:
-            if group.state in counts:
-                counts[group.state] += 1
-        for state, count in counts.items():
-            by_state.add_metric([state], count)
+            key = (group.group_type, group.state)
+            if key in counts:
+                counts[key] += 1
+        for (group_type, state), count in counts.items():
+            by_state.add_metric([group_type, state], count)
         yield by_state
-        members = GaugeMetricFamily("group_broker_group_members", "Members of each group", labels=["group"])
-        generation = GaugeMetricFamily("group_broker_group_generation", "Generation of each group", labels=["group"])
+        members = GaugeMetricFamily("group_broker_group_members", "Members of each group", labels=["group", "type"])
+        generation = GaugeMetricFamily(
+            "group_broker_group_generation",
+            "Generation of each group (a consumer group's: its group epoch)",
+            labels=["group", "type"],
+        )
+        assignment_epoch = GaugeMetricFamily(
+            "group_broker_group_assignment_epoch",
+            "Epoch of each consumer group's target assignment (below the group epoch while Assigning)",
+            labels=["group"],
+        )
         total = 0
         for group in groups:
-            members.add_metric([group.group_id], group.member_count)
-            generation.add_metric([group.group_id], group.generation_id)
+            members.add_metric([group.group_id, group.group_type], group.member_count)
+            generation.add_metric([group.group_id, group.group_type], group.generation_id)
+            if group.assignment_epoch is not None:
+                assignment_epoch.add_metric([group.group_id], group.assignment_epoch)
             total += group.member_count
         yield members
         yield generation
+        yield assignment_epoch
         yield GaugeMetricFamily("group_broker_members", "Members of all groups", value=total)
         yield GaugeMetricFamily("group_broker_connections", "Open Kafka connections", value=len(server.connections))
         yield CounterMetricFamily(
@@ -116,13 +159,42 @@ class BrokerMetrics:
             registry=self.registry,
         )
         self.events = Counter("group_broker_events", "Group events emitted, by name", ["event"], registry=self.registry)
+        # KIP-848 consumer groups (docs/spec/consumer-groups.md): what a classic group's rebalance counters say.
+        self.epoch_bumps = Counter(
+            "group_broker_epoch_bumps",
+            "Consumer group epoch bumps, by group and cause",
+            ["group", "cause"],
+            registry=self.registry,
+        )
+        self.target_assignments = Counter(
+            "group_broker_target_assignments",
+            "Target assignments computed for consumer groups, by group",
+            ["group"],
+            registry=self.registry,
+        )
+        self.partitions_moved = Counter(
+            "group_broker_partitions_moved",
+            "Partitions given another owner by a consumer group's new target assignment, by group",
+            ["group"],
+            registry=self.registry,
+        )
+        self.reconciliations = Counter(
+            "group_broker_reconciliations",
+            "Consumer group members moved a step toward their target, by the state they are in after it",
+            ["state"],
+            registry=self.registry,
+        )
+        # Per consumer group: when its first epoch bump since it was last Stable happened (events' ts_ms).
+        self._unsettled_since: dict[str, int] = {}
         server.events.subscribe(self.observe)
 
     def observe(self, record: Record) -> None:
         name = record["event"]
         group = record["group_id"]
         self.events.labels(name).inc()
-        if name == REBALANCE_STARTED:
+        if record.get("group_type") == "consumer":
+            self._observe_consumer(name, group, record)
+        elif name == REBALANCE_STARTED:
             self.rebalances.labels(group, record["cause"]).inc()
         elif name == SYNC_COMPLETED:
             protocol = record["rebalance_protocol"] or "other"
@@ -131,6 +203,29 @@ class BrokerMetrics:
             self.eviction_delay.labels(record["cause"]).observe(record["since_last_heartbeat_ms"] / 1000)
         elif name == REFEREE_VIOLATION:
             self.violations.labels(group, record["kind"]).inc()
+
+    def _observe_consumer(self, name: str, group: str, record: Record) -> None:
+        """A consumer group's rebalance runs from an epoch bump to the group being Stable again (docs/events.md)."""
+        if name == GROUP_EPOCH_BUMPED:
+            self.epoch_bumps.labels(group, record["cause"]).inc()
+            self._unsettled_since.setdefault(group, record["ts_ms"])
+        elif name == TARGET_ASSIGNMENT_COMPUTED:
+            self.target_assignments.labels(group).inc()
+            self.partitions_moved.labels(group).inc(len(record["moved"]))
+        elif name == MEMBER_RECONCILED:
+            self.reconciliations.labels(record["state"]).inc()
+        elif name == STATE_CHANGED:
+            started = self._unsettled_since.pop(group, None) if record["to"] in _SETTLED else None
+            if started is not None and record["to"] == ConsumerGroupState.STABLE.value:
+                self.rebalance_duration.labels("consumer").observe(max(record["ts_ms"] - started, 0) / 1000)
+        elif name == MEMBER_EXPIRED:
+            # A session runs out exactly its timeout after the last heartbeat (section 7.1); a rebalance timer
+            # after the member began revoking (7.3).
+            self.eviction_delay.labels(f"{record['timer']}_timeout").observe(record["timeout_ms"] / 1000)
+        elif name == REFEREE_VIOLATION:
+            self.violations.labels(group, record["kind"]).inc()
+        elif name == GROUP_DELETED:
+            self._unsettled_since.pop(group, None)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -9,7 +9,8 @@ before the next one starts.
 This class is a facade, as Kafka's ``GroupCoordinatorService``/``GroupCoordinatorShard`` are over
 ``GroupMetadataManager`` and ``OffsetMetadataManager``: it answers for an unloaded coordinator and routes each
 message to its handler: ``classic/`` for membership, ``offsets.py`` for committed offsets, ``control_verbs.py``
-for the control API's verbs. Heartbeat, the hot path, is answered here directly. Section numbers refer to
+(``modern/verbs.py`` for consumer groups) for the control API's verbs. Heartbeat, the hot path, is answered here
+directly. Section numbers refer to
 ``docs/spec/group-coordinator.md``.
 """
 

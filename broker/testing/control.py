@@ -9,7 +9,10 @@ in another process or container as against ``EmbeddedBroker`` (``embedded.py``),
     with control.no_rebalance("orders-app"):
         ...
 
-Rebalances are read from the group's ``rebalance_started`` events (docs/events.md).
+Rebalances are read from the group's events (docs/events.md): a classic group's ``rebalance_started``, a KIP-848
+consumer group's ``group_epoch_bumped`` (each bump makes the next heartbeat compute a new target assignment). Both
+kinds of group are waited for the same way: ``wait_for(group, state="Stable", members=2)`` returns once a consumer
+group's every member is reconciled to its target, and a member's ``assignment`` is what it holds.
 """
 
 from __future__ import annotations
@@ -46,9 +49,15 @@ def _threaded(function: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
     return call
 
 
+#: The events that start a rebalance: a classic group's, and a consumer group's epoch bump (docs/events.md).
+REBALANCE_EVENTS = frozenset({names.REBALANCE_STARTED, names.GROUP_EPOCH_BUMPED})
+
+
 def _describe_event(record: JSON) -> str:
     extras = [
-        f"{name}={record[name]}" for name in ("cause", "member_id", "generation_id") if record.get(name) is not None
+        f"{name}={record[name]}"
+        for name in ("cause", "member_id", "generation_id", "group_epoch")
+        if record.get(name) is not None
     ]
     if record.get("event") == names.STATE_CHANGED:
         extras.insert(0, f"{record.get('from')} -> {record.get('to')}")
@@ -89,6 +98,23 @@ class BrokerControl:
 
     def member_ids(self, group: str) -> list[str]:
         return [member["member_id"] for member in self.group(group)["members"]]
+
+    def assignments(self, group: str) -> dict[str, dict[str, list[int]] | None]:
+        """Each member's partitions by topic, as the group holds them now (None: a classic member's assignment
+        that is not the consumer protocol's). A consumer group's member: what it may own now, not its target."""
+        return {member["member_id"]: member["assignment"] for member in self.group(group)["members"]}
+
+    def wait_for_assignment(
+        self,
+        group: str,
+        members: int | None = None,
+        timeout: float = 30.0,
+        poll: Callable[[], object] | None = None,
+    ) -> dict[str, dict[str, list[int]] | None]:
+        """Each member's partitions once the group is Stable (with ``members`` members, if given): for a consumer
+        group, once every member has acknowledged its target. Raises WaitTimeout as ``wait_for`` does."""
+        detail = self.wait_for(group, state="Stable", members=members, timeout=timeout, poll=poll)
+        return {member["member_id"]: member["assignment"] for member in detail["members"]}
 
     def events(self, group: str | None = None, since_seq: int = 0) -> list[JSON]:
         """Buffered events after ``since_seq`` (of one group, or of all), oldest first (docs/events.md)."""
@@ -150,7 +176,15 @@ class BrokerControl:
         if not isinstance(last, dict):
             raise WaitTimeout(f"{message}: the broker has no such group")
         ids = [member["member_id"] for member in last.get("members", [])]
-        message += f": it is {last.get('state')}, generation {last.get('generation_id')}, {len(ids)} member(s) {ids}"
+        if last.get("group_type") == "consumer":
+            shape = f"epoch {last.get('group_epoch')} (target assignment {last.get('assignment_epoch')})"
+            waiting = [f"{m['member_id']}: {m['state']} at {m['member_epoch']}" for m in last.get("members", [])
+                       if m.get("state") != "stable" or m.get("member_epoch") != last.get("assignment_epoch")]
+        else:
+            shape, waiting = f"generation {last.get('generation_id')}", []
+        message += f": it is {last.get('state')}, {shape}, {len(ids)} member(s) {ids}"
+        if waiting:
+            message += f", not reconciled: {'; '.join(waiting)}"
         if last.get("pending_members"):
             message += f", pending {last['pending_members']}"
         recent = self.events(group)[-_RECENT_EVENTS:]
@@ -161,15 +195,18 @@ class BrokerControl:
     # -- disturbing -----------------------------------------------------------------------------------------
 
     def kick(self, group: str, member_id: str) -> JSON:
-        """Evict a member at once, down the session-expiry path: the group rebalances (cause member_kicked)."""
+        """Evict a member at once, down the session-expiry path: the group rebalances (cause member_kicked). A
+        consumer group's member is fenced as if it had left; its client re-joins."""
         return self.client.kick(group, member_id)
 
     def fence(self, group: str, instance_id: str) -> JSON:
-        """Fence a static member, as if another process took its ``group.instance.id``."""
+        """Fence a static member, as if another process took its ``group.instance.id`` (a consumer group's static
+        member is removed instead, as Kafka's ``removeMembersFromConsumerGroup`` does)."""
         return self.client.fence(group, instance_id)
 
     def rebalance(self, group: str) -> JSON:
-        """Start a rebalance of a group with members (cause forced); ControlError(409) if Empty or rebalancing."""
+        """Start a rebalance of a group with members (cause forced); ControlError(409) if Empty or rebalancing. A
+        consumer group's epoch is bumped: a sticky assignor then moves nothing in an unchanged group."""
         return self.client.rebalance(group)
 
     def fault(
@@ -225,12 +262,14 @@ class BrokerControl:
     # -- rebalance checks -----------------------------------------------------------------------------------
 
     def no_rebalance(self, group: str) -> RebalanceCheck:
-        """``with``/``async with``: fail if the group starts a rebalance during the block."""
+        """``with``/``async with``: fail if the group starts a rebalance during the block (a consumer group: if its
+        epoch is bumped)."""
         return RebalanceCheck(self, group, expect=False)
 
     def expect_rebalance(self, group: str, cause: str | None = None, timeout: float = 5.0) -> RebalanceCheck:
         """``with``/``async with``: fail unless the group starts a rebalance (of this cause, if given) during the
-        block or within ``timeout`` seconds after it. Causes: docs/events.md, ``rebalance_started``."""
+        block or within ``timeout`` seconds after it. Causes: docs/events.md, ``rebalance_started`` (a consumer
+        group's: ``group_epoch_bumped``)."""
         return RebalanceCheck(self, group, expect=True, cause=cause, timeout=timeout)
 
 
@@ -277,7 +316,8 @@ class Fault:
 
 
 class RebalanceCheck:
-    """The ``no_rebalance``/``expect_rebalance`` block. ``rebalances`` holds the ``rebalance_started`` events seen."""
+    """The ``no_rebalance``/``expect_rebalance`` block. ``rebalances`` holds the events seen that start one:
+    ``rebalance_started`` (classic groups), ``group_epoch_bumped`` (consumer groups)."""
 
     def __init__(
         self, control: BrokerControl, group: str, *, expect: bool, cause: str | None = None, timeout: float = 0.0
@@ -326,7 +366,7 @@ class RebalanceCheck:
     def _collect(self) -> bool:
         """Read the events since the block began; True once the outcome can no longer change."""
         self.events = self._control.events(self.group, since_seq=self._since)
-        self.rebalances = [record for record in self.events if record.get("event") == names.REBALANCE_STARTED]
+        self.rebalances = [record for record in self.events if record.get("event") in REBALANCE_EVENTS]
         return bool(self._matching()) if self._expect else True
 
     def _verdict(self) -> None:
@@ -351,6 +391,8 @@ class AsyncControl:
         self.groups = _threaded(control.groups)
         self.group = _threaded(control.group)
         self.member_ids = _threaded(control.member_ids)
+        self.assignments = _threaded(control.assignments)
+        self.wait_for_assignment = _threaded(control.wait_for_assignment)
         self.events = _threaded(control.events)
         self.last_seq = _threaded(control.last_seq)
         self.wait_for = _threaded(control.wait_for)

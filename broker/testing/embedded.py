@@ -34,7 +34,16 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 # Kafka's own integration tests run with these: no 3 s wait before the first generation, short sessions allowed.
-TEST_GROUP_CONFIG: dict[str, Any] = {"initial_rebalance_delay_ms": 0, "min_session_timeout_ms": 1000}
+# KIP-848 consumer groups (the broker sets their timers, docs/spec/consumer-groups.md section 7): a 500 ms heartbeat
+# interval, so members learn of a new target quickly, a 10 s session, and bounds low enough for a 1 s session.
+TEST_GROUP_CONFIG: dict[str, Any] = {
+    "initial_rebalance_delay_ms": 0,
+    "min_session_timeout_ms": 1000,
+    "consumer_session_timeout_ms": 10_000,
+    "consumer_min_session_timeout_ms": 1000,
+    "consumer_heartbeat_interval_ms": 500,
+    "consumer_min_heartbeat_interval_ms": 100,
+}
 
 
 def embedded_settings(**overrides: Any) -> Settings:

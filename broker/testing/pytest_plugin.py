@@ -19,6 +19,14 @@ if TYPE_CHECKING:
 Scope = Literal["session", "package", "module", "class", "function"]
 SCOPES: tuple[Scope, ...] = ("session", "package", "module", "class", "function")
 _OPTION = "group_broker_scope"
+# KIP-848 consumer groups' timers, which the broker (not the client) sets: option -> (GroupConfig field, its bound).
+_CONSUMER_TIMERS = {
+    "group_broker_consumer_session_timeout_ms": ("consumer_session_timeout_ms", "consumer_min_session_timeout_ms"),
+    "group_broker_consumer_heartbeat_interval_ms": (
+        "consumer_heartbeat_interval_ms",
+        "consumer_min_heartbeat_interval_ms",
+    ),
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,10 +39,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="how widely one group_broker is shared (default: the group_broker_scope ini option, else session)",
     )
     parser.addini(_OPTION, f"how widely one group_broker is shared: {', '.join(SCOPES)}", default="session")
+    for option, what, kafka in (
+        ("group_broker_consumer_session_timeout_ms", "session timeout", "group.consumer.session.timeout.ms"),
+        ("group_broker_consumer_heartbeat_interval_ms", "heartbeat interval", "group.consumer.heartbeat.interval.ms"),
+    ):
+        text = f"the {what} the broker gives KIP-848 consumer-group members, in ms ({kafka})"
+        group.addoption("--" + option.replace("_", "-"), dest=option, default=None, help=text)
+        parser.addini(option, text, default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _scope(config)  # a bad ini value fails the run at once, not at the first test that uses the broker
+    # Bad values fail the run at once, not at the first test that uses the broker.
+    _scope(config)
+    _consumer_timers(config)
 
 
 def _scope(config: pytest.Config) -> Scope:
@@ -46,6 +63,44 @@ def _scope(config: pytest.Config) -> Scope:
 
 def _broker_scope(fixture_name: str, config: pytest.Config) -> Scope:
     return _scope(config)
+
+
+def _consumer_timers(config: pytest.Config) -> dict[str, int]:
+    """GroupConfig fields from the consumer-group timer options (the command line over the ini file); each bound is
+    lowered to the value, so a 1 s session (or less) is accepted as asked."""
+    fields: dict[str, int] = {}
+    for option, (field, minimum) in _CONSUMER_TIMERS.items():
+        raw = str(config.getoption(option) or config.getini(option) or "").strip()
+        if not raw:
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise pytest.UsageError(f"{option} = {raw!r} is not a positive number of milliseconds")
+        fields[field] = value
+        fields[minimum] = value
+    return fields
+
+
+def _with_options(overrides: object, config: pytest.Config) -> object:
+    """``group_broker_settings`` with the consumer-group timer options under it: its own ``group`` entries win, and a
+    ``GroupConfig`` given whole is taken as it is."""
+    timers = _consumer_timers(config)
+    if not timers or not isinstance(overrides, dict):
+        return overrides
+    group = overrides.get("group")
+    if group is None:
+        group = {}
+    if not isinstance(group, dict):
+        return overrides
+    from broker.testing.embedded import TEST_GROUP_CONFIG
+
+    for field, minimum in _CONSUMER_TIMERS.values():
+        if field in timers:
+            timers[minimum] = min(timers[minimum], TEST_GROUP_CONFIG[minimum])
+    return {**overrides, "group": {**timers, **group}}
 
 
 @pytest.fixture(scope="session")
@@ -65,10 +120,10 @@ def _start(overrides: object) -> EmbeddedBroker:
 
 
 @pytest.fixture(scope=_broker_scope)
-def group_broker(group_broker_settings: dict[str, Any]) -> Iterator[EmbeddedBroker]:
+def group_broker(group_broker_settings: dict[str, Any], pytestconfig: pytest.Config) -> Iterator[EmbeddedBroker]:
     """A broker on 127.0.0.1 with test-friendly group timers: ``bootstrap``, ``admin_url`` and control calls
     (``wait_for``, ``kick``, ``fault``, ``events``, ``no_rebalance``, ...). Shared as --group-broker-scope says."""
-    broker = _start(group_broker_settings)
+    broker = _start(_with_options(group_broker_settings, pytestconfig))
     try:
         yield broker
     finally:
@@ -76,13 +131,15 @@ def group_broker(group_broker_settings: dict[str, Any]) -> Iterator[EmbeddedBrok
 
 
 @pytest.fixture
-def group_broker_factory(group_broker_settings: dict[str, Any]) -> Iterator[Callable[..., EmbeddedBroker]]:
+def group_broker_factory(
+    group_broker_settings: dict[str, Any], pytestconfig: pytest.Config
+) -> Iterator[Callable[..., EmbeddedBroker]]:
     """Start more brokers: ``group_broker_factory(**overrides)`` (over group_broker_settings); all stop after
     the test."""
     with ExitStack() as started:
 
         def start(**overrides: Any) -> EmbeddedBroker:
-            broker = _start({**group_broker_settings, **overrides})
+            broker = _start(_with_options({**group_broker_settings, **overrides}, pytestconfig))
             started.callback(broker.stop)
             return broker
 

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from broker.control.client import ControlClient, ControlError
+from broker.events.names import FORMAT_VERSION
 from tests.conftest import ROOT, free_port
 
 TOPIC = "cli"
@@ -213,10 +214,12 @@ def test_groups_describe_and_watch_once(broker: Broker, api: ControlClient, tmp_
 
         out = ok(cli(broker, "groups"))
         header, *rows = out.splitlines()
-        assert header.split() == ["GROUP", "STATE", "GENERATION", "PROTOCOL", "MEMBERS", "LEADER"]
+        assert header.split() == ["GROUP", "TYPE", "STATE", "GENERATION", "PROTOCOL", "MEMBERS", "LEADER"]
         row = next(r for r in rows if r.split()[0] == group)
-        assert row.split()[1:5] == ["Stable", str(detail["generation_id"]), f"consumer/{detail['protocol']}", "2"]
-        assert row.split()[5] == detail["leader"]
+        assert row.split()[1:6] == [
+            "classic", "Stable", str(detail["generation_id"]), f"consumer/{detail['protocol']}", "2"
+        ]
+        assert row.split()[6] == detail["leader"]
 
         listed = json.loads(ok(cli(broker, "groups", "--json")))
         summary = next(g for g in listed if g["group_id"] == group)
@@ -268,7 +271,7 @@ def test_client_reads_health_events_and_metrics(broker: Broker, api: ControlClie
         stable(api, group, members=1)
     everything = api.events(group)
     assert [e["event"] for e in everything][:1] == ["group_created"]
-    assert all(e["v"] == 1 and e["group_id"] == group for e in everything)
+    assert all(e["v"] == FORMAT_VERSION and e["group_id"] == group for e in everything)
     latest = api.events(group, limit=2)
     assert latest == everything[-2:]
     middle = everything[len(everything) // 2]["seq"]

@@ -616,9 +616,10 @@ async def test_metrics_count_requests_groups_rebalances_and_connections(
     assert value("kafka_requests_total", api="Heartbeat", version="0") == 1
     assert value("kafka_requests_total", api="Heartbeat", version="4") == 2
     assert value("kafka_request_duration_seconds_count", api="Heartbeat", version="4") == 2
-    assert value("group_broker_groups", state="Stable") == 1
-    assert value("group_broker_groups", state="Empty") == 0
-    assert value("group_broker_group_members", group="metered") == 2
+    assert value("group_broker_groups", type="classic", state="Stable") == 1
+    assert value("group_broker_groups", type="classic", state="Empty") == 0
+    assert value("group_broker_groups", type="consumer", state="Stable") == 0
+    assert value("group_broker_group_members", group="metered", type="classic") == 2
     assert value("group_broker_connections") == 2
     assert value("group_broker_connections_accepted_total") == 2
 
@@ -684,10 +685,12 @@ async def test_list_groups_is_sorted_summaries(api: ControlClient, connect: Conn
     alpha = await stable_group(api, connect, "alpha", size=2)
     groups = (await api.get("/v1/groups")).json["groups"]
     assert groups == [
-        {"group_id": "alpha", "state": "Stable", "protocol_type": "consumer", "protocol": "range",
-         "generation_id": alpha[0].generation, "leader": alpha[0].leader, "members": 2},
-        {"group_id": "beta", "state": "Stable", "protocol_type": "consumer", "protocol": "range",
-         "generation_id": beta[0].generation, "leader": beta[0].member_id, "members": 1},
+        {"group_id": "alpha", "group_type": "classic", "state": "Stable", "protocol_type": "consumer",
+         "protocol": "range", "generation_id": alpha[0].generation, "leader": alpha[0].leader, "members": 2,
+         "group_epoch": None, "assignment_epoch": None},
+        {"group_id": "beta", "group_type": "classic", "state": "Stable", "protocol_type": "consumer",
+         "protocol": "range", "generation_id": beta[0].generation, "leader": beta[0].member_id, "members": 1,
+         "group_epoch": None, "assignment_epoch": None},
     ]
 
 
@@ -1012,6 +1015,7 @@ async def test_rebalance_starts_one_and_refuses_a_second(api: ControlClient, con
     assert answer.json | {"leader": None} == {
         "group_id": "forced", "state": "PreparingRebalance", "protocol_type": "consumer", "protocol": "range",
         "generation_id": generation, "leader": None, "members": 2,
+        "group_type": "classic", "group_epoch": None, "assignment_epoch": None,
     }
     before = without_ages(await api.group("forced"))
     again = await api.post(url("v1", "groups", "forced", "rebalance"))

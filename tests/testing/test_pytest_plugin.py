@@ -282,6 +282,72 @@ def test_never_runs(group_broker):
 """
 
 
+# KIP-848 consumer groups (group.protocol=consumer) through the fixture, with the consumer-group timer options.
+CONSUMER_GROUP_TESTS = """
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer
+
+
+@pytest.fixture(scope="session")
+def group_broker_settings():
+    return {"topics": {"cg": 4}}
+
+
+def test_the_options_set_the_consumer_group_timers(group_broker):
+    group = group_broker.settings.group
+    assert (group.consumer_session_timeout_ms, group.consumer_min_session_timeout_ms) == (1000, 1000)
+    assert group.consumer_heartbeat_interval_ms == 200
+    assert group.initial_rebalance_delay_ms == 0  # the test-friendly defaults stay
+
+
+def test_a_consumer_group_is_waited_for_checked_and_disturbed(group_broker):
+    group = f"cg-{uuid.uuid4()}"
+    consumers = [
+        Consumer({"bootstrap.servers": group_broker.bootstrap, "group.id": group, "group.protocol": "consumer"})
+        for _ in range(2)
+    ]
+    for consumer in consumers:
+        consumer.subscribe(["cg"])
+
+    def poll():
+        for consumer in consumers:
+            consumer.poll(0.05)
+
+    try:
+        assignments = group_broker.wait_for_assignment(group, members=2, timeout=20, poll=poll)
+        assert sorted(p for assigned in assignments.values() for p in assigned["cg"]) == [0, 1, 2, 3]
+        assert group_broker.group(group)["group_type"] == "consumer"
+        with group_broker.no_rebalance(group):
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:
+                poll()  # steady heartbeats: no epoch bump
+        victim = sorted(assignments)[0]
+        with group_broker.expect_rebalance(group, cause="member_kicked") as check:
+            group_broker.kick(group, victim)
+        assert [r["member_id"] for r in check.rebalances] == [victim]
+        group_broker.wait_for(group, state="Stable", members=2, timeout=20, poll=poll)  # librdkafka re-joins
+        with group_broker.no_rebalance(group):
+            group_broker.kick(group, victim)
+    finally:
+        for consumer in consumers:
+            consumer.close()
+
+
+def test_a_timeout_names_the_members_not_reconciled(group_broker):
+    group = f"cg-{uuid.uuid4()}"
+    consumer = Consumer({"bootstrap.servers": group_broker.bootstrap, "group.id": group, "group.protocol": "consumer"})
+    consumer.subscribe(["cg"])
+    try:
+        group_broker.wait_for(group, state="Stable", members=1, timeout=20, poll=lambda: consumer.poll(0.05))
+        group_broker.wait_for(group, members=2, timeout=0.2)
+    finally:
+        consumer.close()
+"""
+
+
 def bootstraps(pytester: pytest.Pytester, *args: str) -> list[str]:
     log = pytester.path / "bootstraps.txt"
     log.unlink(missing_ok=True)
@@ -383,3 +449,27 @@ def test_the_readme_example_runs_as_written(pytester: pytest.Pytester) -> None:
         # race from a broken example, which fails both.
         result = pytester.runpytest_subprocess(timeout=45)
     result.assert_outcomes(passed=1)
+
+
+def test_consumer_groups_with_the_timer_options(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI + "group_broker_consumer_heartbeat_interval_ms = 200\n")
+    pytester.makepyfile(test_consumer_groups=CONSUMER_GROUP_TESTS)
+    result = pytester.runpytest_subprocess("--group-broker-consumer-session-timeout-ms=1000", timeout=120)
+    result.assert_outcomes(passed=1, failed=2)  # both failures are meant: the messages below
+    result.stdout.fnmatch_lines_random(
+        [
+            "E * AssertionError: group 'cg-*' rebalanced during the block: #* group_epoch_bumped "
+            "(cause=member_kicked, member_id=*, group_epoch=*)",
+            "E * broker.testing.control.WaitTimeout: group 'cg-*' did not reach members=2 within 0.2 s: it is "
+            "Stable, epoch * (target assignment *), 1 member(s) *; latest events: *state_changed*",
+        ]
+    )
+
+
+def test_a_bad_consumer_timer_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one=SCOPE_TESTS)
+    result = pytester.runpytest_subprocess("--group-broker-consumer-session-timeout-ms=soon")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: group_broker_consumer_session_timeout_ms = 'soon' is not a positive number of milliseconds"]
+    )
