@@ -35,6 +35,9 @@ class ConsumerGroup:
         self.metadata_version = -1  # the catalog version the subscription metadata was computed at
         self.resolved_regexes: dict[str, frozenset[str]] = {}  # regex -> topic names, at metadata_version
         self.offsets: dict[tuple[str, int], CommittedOffset] = {}
+        # Members not reconciled to the assignment epoch: the state is read after every change, and scanning every
+        # member each time made a forming group quadratic. Kept by ``refresh`` and ``recount``.
+        self.unreconciled: set[str] = set()
         self.state_timestamp_ms = now_ms
         self.last_state = ConsumerGroupState.EMPTY
 
@@ -46,11 +49,21 @@ class ConsumerGroup:
             return ConsumerGroupState.EMPTY
         if self.group_epoch > self.assignment_epoch:
             return ConsumerGroupState.ASSIGNING
-        epoch = self.assignment_epoch
-        for member in self.members.values():
-            if not member.is_reconciled_to(epoch):
-                return ConsumerGroupState.RECONCILING
+        if self.unreconciled:
+            return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
+
+    def refresh(self, member: ConsumerMember) -> None:
+        """Note whether the member is reconciled to the assignment epoch: after every change of its epoch or state."""
+        if member.is_reconciled_to(self.assignment_epoch):
+            self.unreconciled.discard(member.member_id)
+        else:
+            self.unreconciled.add(member.member_id)
+
+    def recount(self) -> None:
+        """After the assignment epoch moved: every member's standing may have changed."""
+        epoch = self.assignment_epoch
+        self.unreconciled = {m.member_id for m in self.members.values() if not m.is_reconciled_to(epoch)}
 
     def is_empty(self) -> bool:
         return not self.members
@@ -62,11 +75,13 @@ class ConsumerGroup:
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
         self._own(member)
+        self.refresh(member)
 
     def remove_member(self, member_id: str) -> ConsumerMember | None:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self.unreconciled.discard(member_id)
         self._disown(member)
         self.targets.pop(member_id, None)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:

@@ -197,44 +197,66 @@ class ConsumerGroups:
     # -- the target assignment (section 4.11) ----------------------------------------------------------------
 
     def compute_target(self, group: ConsumerGroup) -> None:
-        """Run the group's assignor over every member and store the new target at the group epoch."""
+        """Run the group's assignor over every member and store the new target at the group epoch.
+
+        This runs once per heartbeat that finds the group epoch ahead (every join of a forming group), so its cost
+        is per member and per *moved* partition: members with the same subscription share one topic set, and what
+        moved is read from the members whose target changed, not from every partition of the group.
+        """
         assignor_name = group.preferred_assignor(self.config.consumer_assignors[0])
         metadata = group.subscription_metadata
+        topic_ids: dict[frozenset[str], frozenset[TopicId]] = {}
         specs = []
-        topic_sets = set()
+        old_targets = group.targets
         for member in group.members.values():
-            topics = frozenset(metadata[name][0] for name in group.subscribed_names(member) if name in metadata)
-            topic_sets.add(topics)
+            names = group.subscribed_names(member)
+            topics = topic_ids.get(names)
+            if topics is None:
+                topics = topic_ids[names] = frozenset(metadata[name][0] for name in names if name in metadata)
             specs.append(
                 MemberSpec(
-                    member.member_id, member.instance_id, member.rack_id, topics, group.target_of(member.member_id)
+                    member.member_id,
+                    member.instance_id,
+                    member.rack_id,
+                    topics,
+                    old_targets.get(member.member_id, EMPTY_ASSIGNMENT),
                 )
             )
         counts = {topic_id: partitions for topic_id, partitions in metadata.values()}
-        spec = GroupSpec(tuple(specs), counts, homogeneous=len(topic_sets) <= 1)
+        spec = GroupSpec(tuple(specs), counts, homogeneous=len(set(topic_ids.values())) <= 1)
         result = ASSIGNORS[assignor_name].assign(spec)
-        moved: list[tuple[str, int, str | None, str | None]] = []
-        old_owner = _inverse(group.targets)
         targets: dict[str, Assignment] = {}
+        lost: dict[tuple[TopicId, int], str] = {}
+        gained: dict[tuple[TopicId, int], str] = {}
         for member_id in group.members:
             new = result.get(member_id, EMPTY_ASSIGNMENT)
-            old = group.targets.get(member_id, EMPTY_ASSIGNMENT)
-            targets[member_id] = old if new == old else {t: frozenset(ps) for t, ps in new.items() if ps}
-        new_owner = _inverse(targets)
-        for key in sorted(old_owner.keys() | new_owner.keys(), key=lambda k: (str(k[0]), k[1])):
-            before, after = old_owner.get(key), new_owner.get(key)
-            if before != after:
-                info = self.topics.by_id(key[0])
-                moved.append((info.name if info else str(key[0]), key[1], before, after))
+            old = old_targets.get(member_id, EMPTY_ASSIGNMENT)
+            if new == old:
+                targets[member_id] = old
+                continue
+            frozen = {topic_id: frozenset(partitions) for topic_id, partitions in new.items() if partitions}
+            targets[member_id] = frozen
+            for topic_id in old.keys() | frozen.keys():
+                before = old.get(topic_id, _NOTHING)
+                after = frozen.get(topic_id, _NOTHING)
+                for partition in before - after:
+                    lost[(topic_id, partition)] = member_id
+                for partition in after - before:
+                    gained[(topic_id, partition)] = member_id
+        moved: list[tuple[str, int, str | None, str | None]] = []
+        names_of: dict[TopicId, str] = {}
+        for key in lost.keys() | gained.keys():
+            topic_id = key[0]
+            name = names_of.get(topic_id)
+            if name is None:
+                info = self.topics.by_id(topic_id)
+                name = names_of[topic_id] = info.name if info is not None else str(topic_id)
+            moved.append((name, key[1], lost.get(key), gained.get(key)))
+        moved.sort(key=lambda move: (move[0], move[1]))
         group.targets = targets
         group.assignment_epoch = group.group_epoch
+        group.recount()
         self.events.target_computed(group, assignor_name, moved)
 
 
-def _inverse(targets: dict[str, Assignment]) -> dict[tuple[TopicId, int], str]:
-    owner: dict[tuple[TopicId, int], str] = {}
-    for member_id, assignment in targets.items():
-        for topic_id, partitions in assignment.items():
-            for partition in partitions:
-                owner[(topic_id, partition)] = member_id
-    return owner
+_NOTHING: frozenset[int] = frozenset()

@@ -164,6 +164,7 @@ class ConsumerHeartbeatHandler:
                 group.set_assignment(member, member.assigned, EMPTY_ASSIGNMENT)
                 member.previous_member_epoch = member.member_epoch
                 member.member_epoch = STATIC_LEAVE_EPOCH
+                group.refresh(member)
                 self._groups.events.member_left(group, member, "static_leave", "left temporarily (epoch -2)")
                 self._groups.note_state(group)
                 return ConsumerHeartbeatResult(E.none, None, member.member_id, STATIC_LEAVE_EPOCH, 0, None)
@@ -201,6 +202,7 @@ class ConsumerHeartbeatHandler:
             # starts at epoch 0 with previous epoch 0 (section 4.7).
             member.member_epoch = 0
             member.previous_member_epoch = 0
+            group.refresh(member)
         if created:
             self._materialise(group)
         is_new = member.member_id not in group.members
@@ -371,6 +373,7 @@ class ConsumerHeartbeatHandler:
                 member.state = after.state
                 member.member_epoch = after.member_epoch
                 member.previous_member_epoch = after.previous_member_epoch
+                group.refresh(member)
                 rewritten = True
                 self._groups.events.member_reconciled(group, member, before.member_epoch)
         self._groups.track_revocation(group, member, rewritten)

@@ -226,6 +226,9 @@ class ConsumerHarness(Harness):
             if member.pending_revocation:
                 assert member.state is MemberState.UNREVOKED_PARTITIONS, member.member_id
         assert group.owners == seen
+        # Section 3.4's state, kept incrementally, agrees with the state derived from scratch.
+        epoch = group.assignment_epoch
+        assert group.unreconciled == {m.member_id for m in group.members.values() if not m.is_reconciled_to(epoch)}
 
     def describe_group(self, group_id: str = GROUP) -> ConsumerGroupDescription:
         return self.coordinator.describe_consumer_group(group_id)

@@ -83,16 +83,43 @@ def _assign_homogeneous(spec: GroupSpec, topics: Sequence[TopicId]) -> dict[str,
     others q. The extra slots go first to the members that already hold more than q (in spec order), so as few
     partitions move as possible; extras nobody can fill from its current target go to the last members in spec
     order, as Kafka's builder hands them to "the last members that must take one".
+
+    This runs for every heartbeat that finds the group epoch ahead, so it works on topic *positions* (ints) rather
+    than topic ids (a Uuid hashes in Python code), and a member whose target does not change gets its current
+    target object back, which the caller then recognises without comparing partitions.
     """
     members = spec.members
     if not topics:
         return {member.member_id: {} for member in members}
-    counts = {topic_id: spec.partition_counts[topic_id] for topic_id in topics}
-    total = sum(counts.values())
+    position = {topic_id: index for index, topic_id in enumerate(topics)}
+    counts = [spec.partition_counts[topic_id] for topic_id in topics]
+    total = sum(counts)
     quota, extras = divmod(total, len(members))
 
-    taken: dict[TopicId, set[int]] = {}
-    current = [_valid_current(member, counts, taken) for member in members]
+    # Each member's current target still assignable to it, in (topic, partition) order; the first member in spec
+    # order wins a partition two targets claim (never in a healthy group). ``whole`` marks targets kept entirely.
+    taken: list[set[int]] = [set() for _ in topics]
+    current: list[list[tuple[int, int]]] = []
+    whole: list[bool] = []
+    for member in members:
+        kept: list[tuple[int, int]] = []
+        intact = True
+        target = member.target
+        for topic_id in sorted(target) if len(target) > 1 else target:
+            index = position.get(topic_id)
+            if index is None:
+                intact = False
+                continue
+            count = counts[index]
+            claimed = taken[index]
+            for partition in sorted(target[topic_id]):
+                if 0 <= partition < count and partition not in claimed:
+                    claimed.add(partition)
+                    kept.append((index, partition))
+                else:
+                    intact = False
+        current.append(kept)
+        whole.append(intact)
 
     quotas = [quota] * len(members)
     for index, kept in enumerate(current):
@@ -109,33 +136,42 @@ def _assign_homogeneous(spec: GroupSpec, topics: Sequence[TopicId]) -> dict[str,
             extras -= 1
 
     # Each member keeps the first `quota` partitions of its current target; everything else is unassigned.
-    result: list[dict[TopicId, list[int]]] = []
-    assigned: dict[TopicId, set[int]] = {topic_id: set() for topic_id in topics}
+    assigned: list[set[int]] = [set() for _ in topics]
     for index, kept in enumerate(current):
-        target: dict[TopicId, list[int]] = {}
-        for topic_id, partition in kept[: quotas[index]]:
-            target.setdefault(topic_id, []).append(partition)
-            assigned[topic_id].add(partition)
-        result.append(target)
+        if len(kept) > quotas[index]:
+            del kept[quotas[index] :]
+            whole[index] = False
+        for topic, partition in kept:
+            assigned[topic].add(partition)
 
     # Hand the unassigned partitions out in (topic id, partition) order, each member taking a contiguous run up to its
     # quota, so a newcomer's partitions are neighbours (Kafka hands out its unassigned list the same way).
     unassigned = [
-        (topic_id, partition)
-        for topic_id in topics
-        for partition in range(counts[topic_id])
-        if partition not in assigned[topic_id]
+        (topic, partition)
+        for topic, count in enumerate(counts)
+        for partition in range(count)
+        if partition not in assigned[topic]
     ]
     cursor = 0
-    for index, target in enumerate(result):
-        room = quotas[index] - sum(len(partitions) for partitions in target.values())
-        for topic_id, partition in unassigned[cursor : cursor + room]:
-            target.setdefault(topic_id, []).append(partition)
-        cursor += room
+    result: dict[str, Assignment] = {}
+    for index, member in enumerate(members):
+        kept = current[index]
+        room = quotas[index] - len(kept)
+        if room > 0:
+            kept.extend(unassigned[cursor : cursor + room])
+            cursor += room
+            whole[index] = False
+        if whole[index]:
+            result[member.member_id] = member.target
+            continue
+        by_topic: dict[int, list[int]] = {}
+        for topic, partition in kept:
+            by_topic.setdefault(topic, []).append(partition)
+        result[member.member_id] = {topics[topic]: frozenset(partitions) for topic, partitions in by_topic.items()}
     if cursor != len(unassigned):
         # Section 6.6: quotas always add up to the total; reaching this is a bug, reported as Kafka reports it.
         raise AssignorError("uniform assignor left partitions unassigned")
-    return {member.member_id: _freeze(target) for member, target in zip(members, result, strict=True)}
+    return result
 
 
 class _Heterogeneous:
