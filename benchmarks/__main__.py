@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import shlex
@@ -17,12 +18,24 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks import scenarios
-from benchmarks.loadgen import FormOptions, Versions, raise_fd_limit
+from benchmarks import cg_scenarios, scenarios
+from benchmarks.cg_scenarios import CgLoad
+from benchmarks.jobs import raise_fd_limit
+from benchmarks.loadgen import FormOptions, Versions
 from benchmarks.mock_cluster import find_librdkafka
-from benchmarks.report import Bar, Row, bars_text, document, table, write_json
+from benchmarks.report import (
+    Bar,
+    Change,
+    Row,
+    bars_text,
+    baseline_changes,
+    baseline_text,
+    document,
+    table,
+    write_json,
+)
 from benchmarks.scenarios import HeartbeatLoad, Measurement
-from benchmarks.systems import Mock, Ours, System
+from benchmarks.systems import ConsumerSettings, Mock, Ours, System
 
 QUICK = {
     "groups": 2,
@@ -34,7 +47,11 @@ QUICK = {
     "formation_sizes": "3,10",
     "formation_repeats": 1,
     "startup_repeats": 2,
+    "cg_formation_sizes": "6",
+    "cg_formation_repeats": 1,
 }
+
+SCENARIOS = ("startup", "heartbeat", "formation", "scale", "cg-heartbeat", "cg-formation", "cg-scale")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -42,7 +59,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add = parser.add_argument
     add("--quick", action="store_true", help=f"tiny sizes for CI (a few members, 1 s runs): {QUICK}")
     add("--json", type=Path, metavar="PATH", help="also write the results as JSON")
-    add("--only", default="startup,heartbeat,formation,scale", help="comma-separated scenarios to run")
+    add("--only", default=",".join(SCENARIOS), help=f"comma-separated scenarios to run, of {', '.join(SCENARIOS)}")
     add("--groups", type=int, default=10, help="heartbeat scenario: groups")
     add("--members-per-group", type=int, default=10, help="heartbeat scenario: members in each group")
     add("--connections", type=int, default=8, help="heartbeat connections (shared by the generators)")
@@ -59,7 +76,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--session-timeout-ms", type=int, default=300_000, help="members' session timeout (long: none expire)")
     add("--form-connections", type=int, default=2000, help="connections used to form many groups in waves")
     add("--mock-form-delay-ms", type=int, default=100, help="mock initial rebalance delay when forming many groups")
+    add("--baseline", type=Path, metavar="JSON", help="an earlier --json output: compare the classic figures with it")
+    add("--baseline-tolerance", type=float, default=0.10, help="a classic figure worse than this share regressed")
+    # KIP-848 consumer groups (README "Consumer groups"); the heartbeat load and sizes are the classic ones.
+    add("--cg-formation-sizes", default="1000", help="consumer-group formation: group sizes")
+    add("--cg-formation-repeats", type=int, default=3, help="consumer-group formation: samples per size (median)")
+    add("--cg-partitions", type=int, default=0, help="partitions of the subscribed topic (0: one per group member)")
+    add("--cg-form-members", type=int, default=2000, help="consumer-group members forming at once (heartbeat runs)")
+    add("--cg-form-connections", type=int, default=16, help="connections those members share")
+    add("--cg-heartbeat-interval-ms", type=int, default=5000, help="heartbeat interval both brokers give members")
+    add(
+        "--cg-session-timeout-ms",
+        type=int,
+        default=1_800_000,
+        help="session timeout both brokers give members (long: none expires while 100,000 are formed)",
+    )
+    add("--cg-timeout-s", type=float, default=120, help="longest wait for one consumer group to reconcile")
+    add("--cg-gap-ms", type=float, default=0, help="members' pause before a heartbeat with nothing to report")
     args = parser.parse_args(argv)
+    unknown = {x.strip() for x in args.only.split(",") if x.strip()} - set(SCENARIOS)
+    if unknown:
+        parser.error(f"--only: unknown scenarios {sorted(unknown)}; choose from {', '.join(SCENARIOS)}")
     if args.quick:
         for name, value in QUICK.items():
             if parser.get_default(name) == getattr(args, name):
@@ -99,6 +136,11 @@ class Run:
             form_connections=args.form_connections,
         )
         self.versions: Versions | None = None
+        self.cg = CgLoad(
+            args.cg_partitions, args.cg_form_members, args.cg_form_connections, args.cg_gap_ms, args.cg_timeout_s
+        )
+        self.consumer = ConsumerSettings(args.cg_session_timeout_ms, args.cg_heartbeat_interval_ms)
+        self.cg_versions: dict[str, int | None] | None = None
 
     def record(self, key: str, label: str, unit: str, system: str, measured: Measurement) -> None:
         row = self.rows.setdefault(key, Row(key, label, unit))
@@ -129,7 +171,7 @@ def run_startup(run: Run) -> None:
 
 def run_main_scenarios(run: Run, wanted: set[str]) -> None:
     args = run.args
-    with Ours.start() as ours, Mock.start() as mock:
+    with Ours.start(run.consumer) as ours, Mock.start(run.consumer) as mock:
         ours.wait_ready()
         mock.wait_ready()
         run.versions, run.meta["protocol"] = scenarios.negotiate(ours, mock)
@@ -167,6 +209,51 @@ def run_main_scenarios(run: Run, wanted: set[str]) -> None:
                         system.name,
                         partial(scenarios.formation, system, size, run.options(), args.formation_repeats),
                     )
+        run_cg_scenarios(run, wanted, systems)
+
+
+def cg_versions(run: Run, systems: tuple[System, ...]) -> dict[str, int | None]:
+    """ConsumerGroupHeartbeat versions, negotiated once per run (and recorded in meta.cg_protocol)."""
+    if run.cg_versions is None:
+        run.cg_versions, run.meta["cg_protocol"] = cg_scenarios.negotiate(systems)
+        notes = [f"{s.name}: {n}" for s in systems for n in s.consumer_notes()]
+        run.meta["cg_protocol"]["settings_not_applied"] = notes
+        print(f"consumer-group versions: {run.cg_versions}", file=sys.stderr)
+    return run.cg_versions
+
+
+def run_cg_scenarios(run: Run, wanted: set[str], systems: tuple[System, ...]) -> None:
+    """The KIP-848 scenarios that share the main processes: steady heartbeats and formation."""
+    args = run.args
+    if not wanted & {"cg-heartbeat", "cg-formation", "cg-scale"}:
+        return
+    versions = cg_versions(run, systems)  # cg-scale's fresh processes use them too
+    Work = Callable[[System, int], Measurement]
+    jobs: list[tuple[str, str, str, Work]] = []
+    if "cg-heartbeat" in wanted:
+        count = args.groups * args.members_per_group
+        heartbeats: Work = partial(_cg_heartbeat, args.groups, args.members_per_group, run)
+        jobs.append(("cg_heartbeat", f"consumer-group heartbeats, {count} members", "heartbeats/s", heartbeats))
+    if "cg-formation" in wanted:
+        for size in [int(x) for x in args.cg_formation_sizes.split(",") if x.strip()]:
+            formation: Work = partial(_cg_formation, size, run)
+            jobs.append((f"cg_formation_{size}", f"consumer group of {size} reconciled", "ms", formation))
+    for key, label, unit, work in jobs:
+        for system in systems:
+            version = versions[system.name]
+            if version is None:
+                details = run.meta["cg_protocol"]
+                run.record(key, label, unit, system.name, cg_scenarios.not_served(system.name, details))
+                continue
+            run.guarded(key, label, unit, system.name, partial(work, system, version))
+
+
+def _cg_heartbeat(groups: int, per_group: int, run: Run, system: System, version: int) -> Measurement:
+    return cg_scenarios.heartbeat_scenario(system, version, groups, per_group, run.cg, run.load)
+
+
+def _cg_formation(size: int, run: Run, system: System, version: int) -> Measurement:
+    return cg_scenarios.formation(system, version, size, run.args.cg_formation_repeats, run.cg)
 
 
 def run_scale(run: Run) -> None:
@@ -211,6 +298,54 @@ def run_scale(run: Run) -> None:
             )
 
 
+def run_cg_scale(run: Run) -> None:
+    """The consumer-group scale run: a fresh process per system, idle RSS, members formed, RSS, heartbeats."""
+    args = run.args
+    count = args.scale_members
+    size = min(args.scale_group_size, count)
+    groups = max(1, count // size)
+    rows = _cg_scale_rows(groups * size)
+    for kind in (Ours, Mock):
+        version = (run.cg_versions or {}).get(kind.name)
+        if version is None:
+            missing = cg_scenarios.not_served(kind.name, run.meta.get("cg_protocol", {"refused": []}))
+            for row in rows:
+                run.record(*row, kind.name, missing)
+            continue
+        with kind.start(run.consumer) as system:
+            system.wait_ready()
+            idle = scenarios.settle_rss(system, 0.5)
+            try:
+                members, formed = cg_scenarios.form_members(system, version, groups, size, run.cg)
+            except Exception as error:
+                reason = f"n/a: forming {groups * size} members failed: {str(error).strip().splitlines()[-1]}"
+                for row in rows:
+                    run.record(*row, kind.name, Measurement(None, reason, flagged=True))
+                continue
+            if len(members) < groups * size:
+                first = formed["formation_failures"][:1]
+                reason = f"n/a: only {len(members)} of {groups * size} members reconciled: {first}"
+                for row in rows:
+                    run.record(*row, kind.name, Measurement(None, reason, formed, flagged=True))
+                continue
+            loaded = scenarios.settle_rss(system, 1.0)
+            note = f"{groups} groups x {size}, reconciled in {formed['formation_seconds']:.1f} s"
+            run.record(*rows[0], kind.name, Measurement(loaded / 1e6, note, formed))
+            per_member = (loaded - idle) / len(members)
+            detail = {"idle_rss_bytes": idle, "loaded_rss_bytes": loaded}
+            run.record(*rows[1], kind.name, Measurement(per_member, "(RSS with members - idle RSS) / members", detail))
+            work = partial(cg_scenarios.heartbeat_throughput, system, version, members, formed["partitions"], run.load)
+            run.guarded(*rows[2], kind.name, work)
+
+
+def _cg_scale_rows(members: int) -> list[tuple[str, str, str]]:
+    return [
+        ("cg_rss_members", f"resident memory, {members} consumer-group members", "MB"),
+        ("cg_bytes_per_member", "resident memory per additional consumer-group member", "B/member"),
+        ("cg_heartbeat_scale", f"consumer-group heartbeats, {members} members", "heartbeats/s"),
+    ]
+
+
 def _scale_rows(members: int) -> list[tuple[str, str, str]]:
     return [
         ("rss_members", f"resident memory, {members} members", "MB"),
@@ -219,8 +354,11 @@ def _scale_rows(members: int) -> list[tuple[str, str, str]]:
     ]
 
 
-def compute_bars(run: Run) -> list[Bar]:
-    """The issue's bars. One whose sizes this run did not measure shows its value but no verdict."""
+def compute_bars(run: Run, changes: list[Change] | None) -> list[Bar]:
+    """The issues' bars. One whose sizes this run did not measure shows its value but no verdict.
+
+    ``changes``: the classic figures against --baseline (None without one).
+    """
     args = run.args
 
     def ours(key: str) -> float | None:
@@ -234,17 +372,39 @@ def compute_bars(run: Run) -> list[Bar]:
             return Bar(name, value, target, None, f"no verdict: {sized}")
         return Bar(name, value, target, ok(value))
 
-    hb = run.rows.get("heartbeat")
-    ratio = None if hb is None else hb.ratio
-    base, scaled = ours("heartbeat"), ours("heartbeat_scale")
-    share = scaled / base if base and scaled is not None else None
+    def ratio(key: str) -> float | None:
+        row = run.rows.get(key)
+        return None if row is None else row.ratio
+
+    def share(few: str, many: str) -> float | None:
+        base, scaled = ours(few), ours(many)
+        return scaled / base if base and scaled is not None else None
+
     few = args.groups * args.members_per_group
     scale_sizes = "" if args.scale_members == 100_000 else f"measured with {args.scale_members} members"
     if not scale_sizes and few != 100:
         scale_sizes = f"baseline has {few} members, not 100"
+    worst = min(changes, key=lambda c: c.better) if changes else None
+    tolerance = args.baseline_tolerance
+    regression = bar(
+        "classic figures vs --baseline, worst change",
+        None if worst is None else worst.better * 100,
+        f">= -{tolerance:.0%}",
+        lambda v: v >= -tolerance * 100,
+    )
+    if worst is not None:
+        regression.note = f"{worst.label}, in %"
+    elif args.baseline is None:
+        regression.note = "no --baseline given"
     return [
-        bar("heartbeat throughput vs mock, same run", ratio, ">= 2.00x", lambda v: v >= 2),
-        bar("throughput with 100,000 members / with 100", share, ">= 0.80", lambda v: v >= 0.8, scale_sizes),
+        bar("heartbeat throughput vs mock, same run", ratio("heartbeat"), ">= 2.00x", lambda v: v >= 2),
+        bar(
+            "throughput with 100,000 members / with 100",
+            share("heartbeat", "heartbeat_scale"),
+            ">= 0.80",
+            lambda v: v >= 0.8,
+            scale_sizes,
+        ),
         bar("start-up (median)", ours("startup"), "< 300 ms", lambda v: v < 300),
         bar("idle resident memory", ours("rss_idle"), "< 60 MB", lambda v: v < 60),
         bar(
@@ -255,6 +415,15 @@ def compute_bars(run: Run) -> list[Bar]:
             "" if args.scale_members == 100_000 else f"measured with {args.scale_members} members",
         ),
         bar("1000-member group formed", ours("formation_1000"), "< 1000 ms", lambda v: v < 1000),
+        bar("consumer-group heartbeats vs mock, same run", ratio("cg_heartbeat"), ">= 2.00x", lambda v: v >= 2),
+        bar(
+            "consumer-group heartbeats with 100,000 members / with 100",
+            share("cg_heartbeat", "cg_heartbeat_scale"),
+            ">= 0.80",
+            lambda v: v >= 0.8,
+            scale_sizes,
+        ),
+        regression,
     ]
 
 
@@ -269,11 +438,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_main_scenarios(run, wanted)
     if "scale" in wanted:
         run_scale(run)
+    if "cg-scale" in wanted:
+        run_cg_scale(run)
     run.meta["seconds"] = round(time.perf_counter() - started, 1)
     order = ["startup", "heartbeat", "heartbeat_scale", *[k for k in run.rows if k.startswith("formation_")]]
     order += ["rss_idle", "rss_members", "bytes_per_member"]
+    order += ["cg_heartbeat", "cg_heartbeat_scale", *[k for k in run.rows if k.startswith("cg_formation_")]]
+    order += ["cg_rss_members", "cg_bytes_per_member"]
     rows = [run.rows[k] for k in order if k in run.rows]
-    bars = compute_bars(run)
+    changes = None
+    if args.baseline is not None:
+        changes = baseline_changes(rows, json.loads(args.baseline.read_text()))
+        run.meta["baseline"] = {"path": str(args.baseline), "changes": {c.key: round(c.better, 4) for c in changes}}
+    bars = compute_bars(run, changes)
     doc = document(run.meta, rows, bars)
     print()
     print(f"{run.meta['date']}  {run.meta['command']}")
@@ -282,9 +459,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"nproc {host['nproc']}, {host['cpu']}, {run.meta['librdkafka']}, versions used {used}")
     for refused in run.meta.get("protocol", {}).get("refused", []):
         print(f"  advertised but not answered: {refused}")
+    if "cg_protocol" in run.meta:
+        cg = run.meta["cg_protocol"]
+        print(f"ConsumerGroupHeartbeat versions used {cg['used']}")
+        for refused in [*cg["refused"], *cg["settings_not_applied"]]:
+            print(f"  consumer groups: {refused}")
     print()
     print(table(rows))
     print()
+    if changes is not None:
+        print(baseline_text(changes, str(args.baseline)))
+        print()
     print(bars_text(bars))
     if doc["flagged"]:
         print()

@@ -10,15 +10,11 @@ offset in each answer); only a read that differs is walked answer by answer to c
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import multiprocessing
-import queue
 import socket
 import struct
 import time
-import traceback
 from collections import deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
@@ -378,10 +374,12 @@ class HeartbeatPipe(asyncio.Protocol):
     write per answer as well.
     """
 
-    def __init__(self, frames: Sequence[bytes], window: int, refill: int, answer: bytes, error_offset: int) -> None:
+    def __init__(
+        self, frames: Sequence[bytes], window: int, refill: int, answers: Sequence[bytes], error_offset: int
+    ) -> None:
         count = len(frames)
-        repeats = -(-(count + window) // count)
-        extended = list(frames) * repeats
+        self.repeats = -(-(count + window) // count)
+        extended = list(frames) * self.repeats
         self.blob = b"".join(extended)
         self.offsets = [0]
         for f in extended:
@@ -389,8 +387,7 @@ class HeartbeatPipe(asyncio.Protocol):
         self.count = count
         self.position = 0
         self.window = window
-        self.answer_size = len(answer)
-        self.expected = answer * window
+        self.expect(answers)
         self.error_offset = error_offset
         self.buffer = bytearray()
         self.answers = 0
@@ -404,6 +401,21 @@ class HeartbeatPipe(asyncio.Protocol):
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.last_answer_at = 0.0
         self.lost: str | None = None
+
+    def expect(self, answers: Sequence[bytes]) -> None:
+        """The answer to each frame, in frame order (or one answer to all of them), every one the same size.
+
+        Answers come back in request order and frames go out cycling through ``frames`` from the first, so the
+        answers expected next are a slice of these laid end to end. (Classic Heartbeat answers are all alike;
+        a ConsumerGroupHeartbeat answer carries its member's id and epoch.)
+        """
+        laid = list(answers) * (self.count if len(answers) == 1 else 1)
+        sizes = {len(a) for a in laid}
+        if len(laid) != self.count or len(sizes) != 1:
+            raise ValueError(f"expected {self.count} answers of one size, got {len(laid)} of sizes {sorted(sizes)}")
+        self.answer_size = sizes.pop()
+        self.expected = b"".join(laid * self.repeats)
+        self.answer_position = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -431,8 +443,10 @@ class HeartbeatPipe(asyncio.Protocol):
         if not n:
             return
         used = n * size
-        if buffer[:used] != self.expected[:used]:
-            self._count_errors(buffer, n)
+        start = self.answer_position * size
+        if buffer[:used] != self.expected[start : start + used]:
+            self._count_errors(buffer, n, start)
+        self.answer_position = (self.answer_position + n) % self.count
         del buffer[:used]
         self.answers += n
         now = time.perf_counter()
@@ -447,12 +461,13 @@ class HeartbeatPipe(asyncio.Protocol):
         elif self.answers >= self.sent and not self.done.done():
             self.done.set_result(None)
 
-    def _count_errors(self, buffer: bytearray, n: int) -> None:
+    def _count_errors(self, buffer: bytearray, n: int, expected_start: int) -> None:
         size, offset = self.answer_size, self.error_offset
         for i in range(n):
             start = i * size
             (code,) = struct.unpack_from(">h", buffer, start + offset)
-            if code or buffer[start : start + size] != self.expected[:size]:
+            expected = self.expected[expected_start + start : expected_start + start + size]
+            if code or buffer[start : start + size] != expected:
                 self.errors += 1
                 self.error_codes[code] = self.error_codes.get(code, 0) + 1
 
@@ -491,7 +506,7 @@ async def heartbeats(
             for m in mine
         ]
         _, pipe = await loop.create_connection(
-            partial(HeartbeatPipe, frames, window, refill, answer, offset), host, port
+            partial(HeartbeatPipe, frames, window, refill, [answer], offset), host, port
         )
         pipes.append(pipe)
     if barrier is not None:
@@ -518,68 +533,3 @@ async def heartbeats(
         "cpu_seconds": cpu_seconds,
         "lost": [p.lost for p in pipes if p.lost],
     }
-
-
-# -- running jobs in processes ----------------------------------------------------------------
-
-JOBS: dict[str, Callable[..., Coroutine[Any, Any, dict[str, Any]]]] = {
-    "form_groups": form_groups,
-    "form_one": form_one,
-    "heartbeats": heartbeats,
-}
-
-
-def raise_fd_limit() -> None:
-    with contextlib.suppress(ImportError, ValueError, OSError):
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def _job_main(index: int, name: str, kwargs: dict[str, Any], barrier: Any, results: Any) -> None:
-    raise_fd_limit()
-    try:
-        import uvloop
-
-        if name == "heartbeats":
-            kwargs = {**kwargs, "barrier": barrier}
-        result = uvloop.run(JOBS[name](**kwargs))
-        results.put((index, result, None))
-    except BaseException:
-        results.put((index, None, traceback.format_exc()))
-
-
-class JobFailed(Exception):
-    pass
-
-
-def run_jobs(name: str, jobs: Sequence[dict[str, Any]], timeout_s: float = 600) -> list[dict[str, Any]]:
-    """Run one job per process (spawned, so nothing is inherited) and return their results in order."""
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(len(jobs))
-    results = context.Queue()
-    processes = [
-        context.Process(target=_job_main, args=(i, name, dict(kwargs), barrier, results), daemon=True)
-        for i, kwargs in enumerate(jobs)
-    ]
-    for process in processes:
-        process.start()
-    collected: dict[int, dict[str, Any]] = {}
-    try:
-        deadline = time.monotonic() + timeout_s
-        while len(collected) < len(jobs):
-            try:
-                index, result, error = results.get(timeout=max(deadline - time.monotonic(), 0.1))
-            except queue.Empty:
-                raise JobFailed(f"{name}: no result within {timeout_s:.0f} s") from None
-            if error is not None:
-                raise JobFailed(f"{name} job {index} failed:\n{error}")
-            collected[index] = result
-    finally:
-        for process in processes:
-            process.join(timeout=5)
-            if process.is_alive():
-                process.kill()
-    return [collected[i] for i in range(len(jobs))]

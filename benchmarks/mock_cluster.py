@@ -4,9 +4,16 @@ It is created with librdkafka's C API through ctypes (a producer handle, then a 
 cluster on it), from the librdkafka that the confluent-kafka wheel bundles. The cluster runs on
 librdkafka's own "mock" thread; this process's Python thread only reads commands from stdin:
 
-    delay MS   set the classic group initial rebalance delay (rd_kafka_mock_group_initial_rebalance_delay_ms)
+    delay MS               the classic group initial rebalance delay (rd_kafka_mock_group_initial_rebalance_delay_ms)
+    topic NAME PARTITIONS  create a topic (rd_kafka_mock_topic_create, replication factor 1): the mock has no
+                           CreateTopics, and its KIP-848 groups assign only partitions of topics that exist
+    consumer-session MS    group.consumer.session.timeout.ms of its KIP-848 groups
+                           (rd_kafka_mock_set_group_consumer_session_timeout_ms)
+    consumer-interval MS   group.consumer.heartbeat.interval.ms (rd_kafka_mock_set_group_consumer_heartbeat_interval_ms)
 
-and answers each with "ok". It exits when stdin closes or on SIGTERM/SIGINT.
+and answers each with "ok", or "unsupported ..." when this librdkafka lacks the function (the two consumer-*
+setters and KIP-848 itself came with librdkafka 2.x; 2.16 has them). It exits when stdin closes or on
+SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import ctypes
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def find_librdkafka() -> Path:
@@ -49,7 +57,47 @@ def load(path: Path) -> ctypes.CDLL:
     lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_mock_group_initial_rebalance_delay_ms.restype = None
     lib.rd_kafka_mock_group_initial_rebalance_delay_ms.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    for name, argtypes in OPTIONAL.items():
+        if hasattr(lib, name):  # a missing symbol is an AttributeError, not a crash
+            getattr(lib, name).argtypes = argtypes
     return lib
+
+
+# Functions an older librdkafka may lack: their commands answer "unsupported" instead.
+OPTIONAL: dict[str, list[type[ctypes._SimpleCData[Any]]]] = {
+    # rd_kafka_resp_err_t rd_kafka_mock_topic_create(mcluster, topic, partition_cnt, replication_factor)
+    "rd_kafka_mock_topic_create": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
+    "rd_kafka_mock_set_group_consumer_session_timeout_ms": [ctypes.c_void_p, ctypes.c_int],
+    "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": [ctypes.c_void_p, ctypes.c_int],
+}
+
+
+def command(lib: ctypes.CDLL, cluster: int, words: list[str]) -> str:
+    """Run one stdin command; the answer line."""
+    match words:
+        case ["delay", ms]:
+            lib.rd_kafka_mock_group_initial_rebalance_delay_ms(cluster, int(ms))
+            return "ok"
+        case ["topic", name, partitions]:
+            if not hasattr(lib, "rd_kafka_mock_topic_create"):
+                return "unsupported rd_kafka_mock_topic_create"
+            error = lib.rd_kafka_mock_topic_create(cluster, name.encode(), int(partitions), 1)
+            return "ok" if error in (0, TOPIC_ALREADY_EXISTS) else f"error {error}"
+        case ["consumer-session" | "consumer-interval" as which, ms]:
+            name = SETTERS[which]
+            if not hasattr(lib, name):
+                return f"unsupported {name}"
+            getattr(lib, name)(cluster, int(ms))
+            return "ok"
+    return f"unknown command {' '.join(words)!r}"
+
+
+TOPIC_ALREADY_EXISTS = 36
+
+SETTERS = {
+    "consumer-session": "rd_kafka_mock_set_group_consumer_session_timeout_ms",
+    "consumer-interval": "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms",
+}
 
 
 def main() -> int:
@@ -68,12 +116,8 @@ def main() -> int:
         return 1
     print(lib.rd_kafka_mock_cluster_bootstraps(cluster).decode(), flush=True)
     for line in sys.stdin:
-        command = line.split()
-        if len(command) == 2 and command[0] == "delay":
-            lib.rd_kafka_mock_group_initial_rebalance_delay_ms(cluster, int(command[1]))
-            print("ok", flush=True)
-        elif command:
-            print(f"unknown command {line.strip()!r}", flush=True)
+        if line.split():
+            print(command(lib, cluster, line.split()), flush=True)
     # No cleanup: the process is ending and librdkafka's threads go with it.
     return 0
 

@@ -78,6 +78,58 @@ def bars_text(bars: list[Bar]) -> str:
     return "\n".join(lines)
 
 
+# The classic figures (every row before KIP-848 came) and which way is better: +1 higher, -1 lower.
+CLASSIC_DIRECTION = {
+    "startup": -1,
+    "heartbeat": 1,
+    "heartbeat_scale": 1,
+    "rss_idle": -1,
+    "rss_members": -1,
+    "bytes_per_member": -1,
+}
+
+
+def classic_direction(key: str) -> int | None:
+    return -1 if key.startswith("formation_") else CLASSIC_DIRECTION.get(key)
+
+
+@dataclass
+class Change:
+    key: str
+    label: str
+    unit: str
+    before: float
+    now: float
+
+    @property
+    def better(self) -> float:
+        """The change as a share, positive when the figure got better (+0.05: 5% better)."""
+        direction = classic_direction(self.key) or 1
+        return (self.now / self.before - 1) * direction if self.before else 0.0
+
+
+def baseline_changes(rows: list[Row], baseline: dict[str, Any]) -> list[Change]:
+    """Ours' classic figures against an earlier --json document's (keys measured in both only)."""
+    before = baseline.get("results", {})
+    changes = []
+    for row in rows:
+        if classic_direction(row.key) is None or row.key not in before:
+            continue
+        old = (before[row.key].get("ours") or {}).get("value")
+        now = row.value("ours")
+        if old is not None and now is not None:
+            changes.append(Change(row.key, row.label, row.unit, float(old), now))
+    return changes
+
+
+def baseline_text(changes: list[Change], source: str) -> str:
+    lines = [f"classic figures of ours against {source} (+ is better):"]
+    for c in changes:
+        before, now = _format(c.before, c.unit), _format(c.now, c.unit)
+        lines.append(f"  {c.label}: {before} -> {now} {c.unit} ({c.better:+.1%})")
+    return "\n".join(lines)
+
+
 def document(meta: dict[str, Any], rows: list[Row], bars: list[Bar]) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for row in rows:

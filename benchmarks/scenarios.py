@@ -6,11 +6,13 @@ import socket
 import statistics
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks import wire
-from benchmarks.loadgen import CLIENT_ID, FormOptions, JobFailed, Member, Versions, run_jobs
+from benchmarks.jobs import JobFailed, run_jobs
+from benchmarks.loadgen import CLIENT_ID, FormOptions, Member, Versions
 from benchmarks.systems import Mock, Ours, System, api_versions, call, startup_seconds
 
 # The most our encoder speaks; the run uses the highest version at or below both systems' ranges
@@ -190,6 +192,14 @@ def form_members(
 
 
 def heartbeat_throughput(system: System, members: list[Member], versions: Versions, load: HeartbeatLoad) -> Measurement:
+    return run_heartbeats(system, "heartbeats", members, {"version": versions.heartbeat}, load)
+
+
+def run_heartbeats(
+    system: System, job: str, members: Sequence[Any], extra: dict[str, Any], load: HeartbeatLoad
+) -> Measurement:
+    """A heartbeat run of ``job`` (a loadgen job taking members, connections, window, refill, seconds and the
+    ``extra`` arguments) over ``load.generators`` processes that start together; answers per second summed."""
     generators = max(1, min(load.generators, load.connections))
     per_generator = max(1, load.connections // generators)
     jobs = [
@@ -197,17 +207,17 @@ def heartbeat_throughput(system: System, members: list[Member], versions: Versio
             "host": system.host,
             "port": system.port,
             "members": members[g::generators],
-            "version": versions.heartbeat,
             "connections": per_generator,
             "window": load.window,
             "refill": load.refill,
             "seconds": load.seconds,
+            **extra,
         }
         for g in range(generators)
     ]
     system.wait_idle()  # e.g. the mock walks every member of every group for each closed connection
     server_cpu = system.cpu_seconds()
-    results = run_jobs("heartbeats", jobs, timeout_s=load.seconds + 120)
+    results = run_jobs(job, jobs, timeout_s=load.seconds + 120)
     server_cpu = system.cpu_seconds() - server_cpu
     answers = sum(r["answers"] for r in results)
     errors = sum(r["errors"] for r in results)
@@ -221,10 +231,12 @@ def heartbeat_throughput(system: System, members: list[Member], versions: Versio
     note = f"{len(members)} members, {generators * per_generator} connections x {load.window} in flight"
     if flagged:
         note += f"; FLAGGED: {errors} error answers {codes}" + (f", {lost[0]}" if lost else "")
+    warm_up = {k: sum(r[k] for r in results) for k in ("resync_with_assignment",) if all(k in r for r in results)}
     return Measurement(
         rate,
         note,
-        {
+        warm_up
+        | {
             "answers": answers,
             "errors": errors,
             "error_codes": codes,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import wire
@@ -33,6 +34,18 @@ def call(sock: socket.socket, frame: bytes) -> bytes:
     if len(body) < size:
         raise ConnectionError("connection closed inside an answer")
     return body
+
+
+@dataclass(frozen=True)
+class ConsumerSettings:
+    """What the broker dictates to KIP-848 members (docs/spec/consumer-groups.md sections 7.1, 7.2, 11).
+
+    The session is long so that no member expires while others are formed or between a formation and its
+    heartbeat run (100,000 members take minutes); the interval only travels in the answers.
+    """
+
+    session_timeout_ms: int = 1_800_000
+    heartbeat_interval_ms: int = 5_000
 
 
 def api_versions(host: str, port: int, timeout: float = 5.0) -> dict[int, tuple[int, int]]:
@@ -94,6 +107,14 @@ class System:
     def set_join_delay(self, delay_ms: int) -> None:
         """The classic group initial rebalance delay (only the mock takes it at run time)."""
 
+    def create_topic(self, name: str, partitions: int) -> None:
+        """A topic the KIP-848 groups subscribe to (an existing one is fine)."""
+        raise NotImplementedError
+
+    def consumer_notes(self) -> list[str]:
+        """What this system could not be told of its ConsumerSettings (empty: everything)."""
+        return []
+
     def log_tail(self, lines: int = 20) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -129,7 +150,8 @@ class Ours(System):
     name = "ours"
 
     @classmethod
-    def start(cls) -> Ours:
+    def start(cls, consumer: ConsumerSettings | None = None) -> Ours:
+        """With ``consumer`` None the broker's defaults stand (the start-up scenario: nothing but its flags)."""
         port = free_port()
         log = _log_file(cls.name)
         command = [
@@ -150,18 +172,47 @@ class Ours(System):
             "--admin-port",
             "0",
         ]
+        if consumer is not None:
+            # KIP-848 members (section 11): the session must lie within [min, max] and the interval within its
+            # own bounds, so the bounds move with the values.
+            command += [
+                "--group-consumer-session-timeout-ms",
+                str(consumer.session_timeout_ms),
+                "--group-consumer-min-session-timeout-ms",
+                str(min(consumer.session_timeout_ms, 45_000)),
+                "--group-consumer-max-session-timeout-ms",
+                str(max(consumer.session_timeout_ms, 60_000)),
+                "--group-consumer-heartbeat-interval-ms",
+                str(consumer.heartbeat_interval_ms),
+                "--group-consumer-min-heartbeat-interval-ms",
+                str(min(consumer.heartbeat_interval_ms, 5_000)),
+                "--group-consumer-max-heartbeat-interval-ms",
+                str(max(consumer.heartbeat_interval_ms, 15_000)),
+            ]
         with log.open("w") as stderr:
             process = subprocess.Popen(
                 command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, text=True
             )
         return cls(process, "127.0.0.1", port, log)
 
+    def create_topic(self, name: str, partitions: int) -> None:
+        with socket.create_connection((self.host, self.port), timeout=10) as sock:
+            frame = wire.frame(wire.CREATE_TOPICS, 2, 1, "bench", wire.create_topics_body(name, partitions))
+            for topic, code, message in wire.parse_create_topics(call(sock, frame)):
+                if code not in (0, wire.TOPIC_ALREADY_EXISTS):
+                    raise RuntimeError(f"CreateTopics {topic} answered error {code}: {message}")
+
 
 class Mock(System):
     name = "mock"
 
+    def __init__(self, process: subprocess.Popen[str], host: str, port: int, log: Path) -> None:
+        super().__init__(process, host, port, log)
+        self.unsupported: list[str] = []
+
     @classmethod
-    def start(cls) -> Mock:
+    def start(cls, consumer: ConsumerSettings | None = None) -> Mock:
+        """With ``consumer`` None nothing is sent on stdin (the start-up scenario times the bare process)."""
         log = _log_file(cls.name)
         with log.open("w") as stderr:
             process = subprocess.Popen(
@@ -178,15 +229,40 @@ class Mock(System):
         if not port.isdigit():
             process.kill()
             raise RuntimeError(f"mock cluster did not print a bootstrap address: {line!r}: {log.read_text()}")
-        return cls(process, host, int(port), log)
+        mock = cls(process, host, int(port), log)
+        settings = (
+            []
+            if consumer is None
+            else [
+                ("consumer-session", consumer.session_timeout_ms),
+                ("consumer-interval", consumer.heartbeat_interval_ms),
+            ]
+        )
+        for setting, value in settings:
+            answer = mock.command(f"{setting} {value}")
+            if answer != "ok":
+                mock.unsupported.append(f"{setting}: {answer}")
+        return mock
+
+    def command(self, line: str) -> str:
+        """One command on the mock's stdin (benchmarks/mock_cluster.py), its answer line."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return self.process.stdout.readline().strip()
 
     def set_join_delay(self, delay_ms: int) -> None:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(f"delay {delay_ms}\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline().strip()
+        answer = self.command(f"delay {delay_ms}")
         if answer != "ok":
             raise RuntimeError(f"mock cluster refused the delay: {answer!r}")
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        answer = self.command(f"topic {name} {partitions}")
+        if answer != "ok":
+            raise RuntimeError(f"mock cluster did not create topic {name}: {answer!r}")
+
+    def consumer_notes(self) -> list[str]:
+        return self.unsupported
 
 
 def startup_seconds(kind: type[Ours] | type[Mock]) -> float:

@@ -1,8 +1,9 @@
 """The few Kafka requests the load generator sends, encoded by hand, and the answers it reads.
 
 Encoding by hand (struct, no kio) keeps the generator cheap enough to stay out of the measurement:
-JoinGroup and SyncGroup are built while a formation is being timed. tests/test_benchmarks.py checks
-every frame built here against kio's encoding, version by version.
+JoinGroup and SyncGroup are built while a formation is being timed, ConsumerGroupHeartbeats while a
+consumer group forms. tests/test_benchmarks.py checks every frame built here against kio's encoding,
+version by version, and every answer parsed here against kio's encoding of it.
 """
 
 from __future__ import annotations
@@ -15,13 +16,26 @@ API_VERSIONS = 18
 JOIN_GROUP = 11
 HEARTBEAT = 12
 SYNC_GROUP = 14
+CREATE_TOPICS = 19
+CONSUMER_GROUP_HEARTBEAT = 68
 
-# First flexible version (compact strings and arrays, tagged fields) of each API.
-FLEXIBLE_FROM = {API_VERSIONS: 3, JOIN_GROUP: 6, HEARTBEAT: 4, SYNC_GROUP: 4}
+# First flexible version (compact strings and arrays, tagged fields) of each API. KIP-848's APIs are flexible
+# from v0 (docs/spec/consumer-groups.md section 2).
+FLEXIBLE_FROM = {
+    API_VERSIONS: 3,
+    JOIN_GROUP: 6,
+    HEARTBEAT: 4,
+    SYNC_GROUP: 4,
+    CREATE_TOPICS: 5,
+    CONSUMER_GROUP_HEARTBEAT: 0,
+}
 
 MEMBER_ID_REQUIRED = 79
 REBALANCE_IN_PROGRESS = 27
 ILLEGAL_GENERATION = 22
+UNKNOWN_MEMBER_ID = 25
+TOPIC_ALREADY_EXISTS = 36
+FENCED_MEMBER_EPOCH = 110
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -137,6 +151,68 @@ def assignment(topic: str, partitions: Sequence[int]) -> bytes:
     return _I16.pack(0) + _I32.pack(1) + string(topic, False) + owned + _I32.pack(-1)
 
 
+# -- KIP-848 consumer groups ------------------------------------------------------------------------
+
+# One member's partitions as ConsumerGroupHeartbeat carries them: (topic id, 16 raw bytes; partitions), sorted.
+Owned = tuple[tuple[bytes, tuple[int, ...]], ...]
+
+_I8 = struct.Struct(">b")
+
+
+def topic_partitions(owned: Owned) -> bytes:
+    """A compact array of {TopicId uuid, Partitions []int32, tags} (docs/spec/consumer-groups.md section 2.1)."""
+    out = [array_length(len(owned), True)]
+    for topic_id, partitions in owned:
+        out.append(topic_id + array_length(len(partitions), True) + b"".join(_I32.pack(p) for p in partitions))
+        out.append(b"\x00")
+    return b"".join(out)
+
+
+def consumer_heartbeat_body(
+    version: int,
+    group_id: str,
+    member_id: str,
+    member_epoch: int,
+    *,
+    instance_id: str | None = None,
+    rack_id: str | None = None,
+    rebalance_timeout_ms: int = -1,
+    topic_names: Sequence[str] | None = None,
+    topic_regex: str | None = None,
+    server_assignor: str | None = None,
+    owned: Owned | None = None,
+) -> bytes:
+    """A ConsumerGroupHeartbeat body, v0 or v1 (section 2.1): every optional field null (or -1) unless given.
+
+    The defaults are the steady heartbeat of section 12.3; a join sets the epoch to 0, the rebalance timeout,
+    the names, the regex ("" from v1, as librdkafka sends it) and ``owned=()``; an acknowledgement sets ``owned``.
+    """
+    out = [
+        string(group_id, True),
+        string(member_id, True),
+        _I32.pack(member_epoch),
+        string(instance_id, True),
+        string(rack_id, True),
+        _I32.pack(rebalance_timeout_ms),
+    ]
+    if topic_names is None:
+        out.append(b"\x00")
+    else:
+        out.append(array_length(len(topic_names), True) + b"".join(string(t, True) for t in topic_names))
+    if version >= 1:
+        out.append(string(topic_regex, True))
+    out.append(string(server_assignor, True))
+    out.append(b"\x00" if owned is None else topic_partitions(owned))
+    out.append(b"\x00")
+    return b"".join(out)
+
+
+def create_topics_body(name: str, partitions: int, timeout_ms: int = 30_000) -> bytes:
+    """CreateTopics v2 (not flexible): one topic, ``partitions`` partitions, replication factor 1, no configs."""
+    topic = string(name, False) + _I32.pack(partitions) + _I16.pack(1) + _I32.pack(0) + _I32.pack(0)
+    return _I32.pack(1) + topic + _I32.pack(timeout_ms) + b"\x00"
+
+
 # -- answers ----------------------------------------------------------------------------------
 
 
@@ -161,6 +237,19 @@ class _Reader:
         (value,) = _I32.unpack_from(self.data, self.pos)
         self.pos += 4
         return int(value)
+
+    def i8(self) -> int:
+        (value,) = _I8.unpack_from(self.data, self.pos)
+        self.pos += 1
+        return int(value)
+
+    def raw(self, size: int) -> bytes:
+        end = self.pos + size
+        if end > len(self.data):
+            raise ParseError("field runs past the end of the answer")
+        value = self.data[self.pos : end]
+        self.pos = end
+        return value
 
     def uvarint(self) -> int:
         shift = value = 0
@@ -293,6 +382,67 @@ def parse_sync(version: int, body: bytes) -> int:
     except (IndexError, struct.error, UnicodeDecodeError) as error:
         raise ParseError(f"SyncGroup v{version} answer does not parse: {error!r}") from error
     return code
+
+
+class ConsumerHeartbeatAnswer(NamedTuple):
+    error: int
+    message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: Owned | None  # None: "no change" (the marker byte -1); () is an empty assignment
+
+
+def parse_consumer_heartbeat(body: bytes) -> ConsumerHeartbeatAnswer:
+    """A whole ConsumerGroupHeartbeat answer (v0 and v1 are the same, section 2.1), strictly.
+
+    The Assignment is a nullable struct: a marker byte (-1 null, 1 present), then its TopicPartitions and tags.
+    Partitions come back sorted by topic id, then partition, so two answers naming one set compare equal.
+    """
+    try:
+        reader = _reader(CONSUMER_GROUP_HEARTBEAT, 0, body)
+        reader.i32()  # throttle
+        code = reader.i16()
+        message = reader.string()
+        member_id = reader.string()
+        epoch = reader.i32()
+        interval = reader.i32()
+        assignment: Owned | None = None
+        marker = reader.i8()
+        if marker >= 0:
+            topics = []
+            for _ in range(max(reader.array(), 0)):
+                topic_id = reader.raw(16)
+                partitions = tuple(sorted(reader.i32() for _ in range(max(reader.array(), 0))))
+                reader.tags()
+                topics.append((topic_id, partitions))
+            reader.tags()
+            assignment = tuple(sorted(topics))
+        elif marker != -1:
+            raise ParseError(f"Assignment marker {marker}")
+        reader.tags()
+        reader.end()
+    except (IndexError, struct.error, UnicodeDecodeError) as error:
+        raise ParseError(f"ConsumerGroupHeartbeat answer does not parse: {error!r}") from error
+    return ConsumerHeartbeatAnswer(code, message, member_id, epoch, interval, assignment)
+
+
+def consumer_heartbeat_error_offset() -> int:
+    """Where the error code sits in a ConsumerGroupHeartbeat answer frame (size prefix, correlation id, header
+    tags, throttle)."""
+    return 4 + 4 + 1 + 4
+
+
+def parse_create_topics(body: bytes) -> list[tuple[str, int, str | None]]:
+    """A CreateTopics v2 answer: (name, error code, message) per topic."""
+    try:
+        reader = _reader(CREATE_TOPICS, 2, body)
+        reader.i32()  # throttle
+        topics = [(reader.string() or "", reader.i16(), reader.string()) for _ in range(max(reader.array(), 0))]
+        reader.end()
+    except (IndexError, struct.error, UnicodeDecodeError) as error:
+        raise ParseError(f"CreateTopics v2 answer does not parse: {error!r}") from error
+    return topics
 
 
 def heartbeat_answer(version: int, correlation_id: int, error: int = 0) -> bytes:
