@@ -273,6 +273,11 @@ def run_confluent(args: argparse.Namespace, stopping: threading.Event) -> None:
     }
     if args.instance_id is not None:
         config["group.instance.id"] = args.instance_id
+    if args.group_protocol == "consumer":
+        # KIP-848: the broker sets the session timeout and heartbeat interval, and librdkafka refuses to create
+        # a consumer given either (kip-848-consumer-groups.md section 12.1).
+        config["group.protocol"] = "consumer"
+        del config["session.timeout.ms"], config["heartbeat.interval.ms"]
     if args.assignor is not None:
         if args.assignor == "sticky":
             raise SystemExit("librdkafka has no eager sticky assignor")
@@ -331,6 +336,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--instance-id", default=None, help="group.instance.id: a static member (KIP-345)")
     parser.add_argument("--assignor", choices=ASSIGNORS, default=None, help="default: the client's own")
     parser.add_argument("--client-id", default="failover-worker")
+    parser.add_argument(
+        "--group-protocol", choices=("classic", "consumer"), default="classic", help="group.protocol (confluent only)"
+    )
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--metadata-max-age-ms", type=int, default=1000)
@@ -339,7 +347,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--processing-ms", type=int, default=0, help="time each batch takes: a pause between its records and its commit"
     )
     parser.add_argument("--log-level", default="WARNING", help="the client library's log level (on stderr)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.group_protocol == "consumer" and args.client != "confluent":
+        parser.error("only confluent-kafka speaks the consumer protocol (clients.md section 7)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
