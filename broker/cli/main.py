@@ -24,6 +24,8 @@ CONTROL_COMMANDS = ("groups", "describe", "watch", "chaos")
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if argv is None and arguments[:1] == ["serve"]:  # this process is the broker; in-process callers keep theirs
+        _import_kio_without_hypothesis()
     parser = build_parser(arguments)
     args, unknown = parser.parse_known_args(arguments)
     if unknown and getattr(args, "_handler", None) != "run_unavailable":  # that one says why it cannot run instead
@@ -213,6 +215,23 @@ def _add_chaos_run(
         run.set_defaults(_handler="run_unavailable", _unavailable=reason)
         return
     run.set_defaults(_handler="run", _runner=runner.run)
+
+
+def _import_kio_without_hypothesis() -> None:
+    """Load kio as if hypothesis were not installed.
+
+    kio registers hypothesis strategies for its types whenever hypothesis is importable (``kio.static._phantom``),
+    so in an environment with the test extras the broker imported all of hypothesis at start: about 120 ms of
+    start-up and several MB of idle memory for code the server never runs. Hidden only while kio loads; hypothesis
+    stays importable afterwards.
+    """
+    if "hypothesis" in sys.modules or "kio" in sys.modules:
+        return
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]  # makes `import hypothesis...` raise ImportError
+    try:
+        import kio.static._phantom  # noqa: F401
+    finally:
+        del sys.modules["hypothesis"]
 
 
 def serve_forever(config: settings.Settings) -> int:
