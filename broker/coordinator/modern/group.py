@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from broker.coordinator.classic.group import CommittedOffset
+from broker.coordinator.modern.assignors.base import MemberSpec
 from broker.coordinator.modern.member import ConsumerMember
 from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, ConsumerGroupState, TopicId
 
@@ -38,6 +39,10 @@ class ConsumerGroup:
         # Members not reconciled to the assignment epoch: the state is read after every change, and scanning every
         # member each time made a forming group quadratic. Kept by ``refresh`` and ``recount``.
         self.unreconciled: set[str] = set()
+        # The assignor's view of each member at the last target computation, reused while it still holds.
+        self.member_specs: dict[str, MemberSpec] = {}
+        self.topic_sets: dict[frozenset[str], frozenset[TopicId]] = {}
+        self.topic_sets_metadata: SubscriptionMetadata | None = None
         self.state_timestamp_ms = now_ms
         self.last_state = ConsumerGroupState.EMPTY
 

@@ -205,25 +205,39 @@ class ConsumerGroups:
         """
         assignor_name = group.preferred_assignor(self.config.consumer_assignors[0])
         metadata = group.subscription_metadata
-        topic_ids: dict[frozenset[str], frozenset[TopicId]] = {}
+        # Topic-id sets by subscription, kept while the metadata is the same object, so that an unchanged member's
+        # cached spec is recognised by identity.
+        if group.topic_sets_metadata is not metadata:
+            group.topic_sets = {}
+            group.topic_sets_metadata = metadata
+        topic_ids = group.topic_sets
         specs = []
         old_targets = group.targets
-        for member in group.members.values():
+        cached = group.member_specs
+        fresh: dict[str, MemberSpec] = {}
+        for member_id, member in group.members.items():
             names = group.subscribed_names(member)
             topics = topic_ids.get(names)
             if topics is None:
                 topics = topic_ids[names] = frozenset(metadata[name][0] for name in names if name in metadata)
-            specs.append(
-                MemberSpec(
-                    member.member_id,
-                    member.instance_id,
-                    member.rack_id,
-                    topics,
-                    old_targets.get(member.member_id, EMPTY_ASSIGNMENT),
-                )
-            )
+            target = old_targets.get(member_id, EMPTY_ASSIGNMENT)
+            # A member whose topics, target and identity did not change keeps its spec: most of them, when one
+            # member joins a large group (a frozen dataclass costs more to build than the rest of its turn).
+            member_spec = cached.get(member_id)
+            if (
+                member_spec is None
+                or member_spec.target is not target
+                or member_spec.topics is not topics
+                or member_spec.instance_id != member.instance_id
+                or member_spec.rack_id != member.rack_id
+            ):
+                member_spec = MemberSpec(member_id, member.instance_id, member.rack_id, topics, target)
+            fresh[member_id] = member_spec
+            specs.append(member_spec)
+        group.member_specs = fresh
         counts = {topic_id: partitions for topic_id, partitions in metadata.values()}
-        spec = GroupSpec(tuple(specs), counts, homogeneous=len(set(topic_ids.values())) <= 1)
+        homogeneous = len({member_spec.topics for member_spec in specs}) <= 1
+        spec = GroupSpec(tuple(specs), counts, homogeneous=homogeneous)
         result = ASSIGNORS[assignor_name].assign(spec)
         targets: dict[str, Assignment] = {}
         lost: dict[tuple[TopicId, int], str] = {}

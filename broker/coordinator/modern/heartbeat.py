@@ -261,8 +261,7 @@ class ConsumerHeartbeatHandler:
                 # Online migration (section 10.2) is not implemented: as group.consumer.migration.policy=disabled.
                 raise HeartbeatError(
                     E.group_id_not_found,
-                    f"Cannot upgrade classic group {group_id} to consumer group because online upgrade is "
-                    "disabled.",
+                    f"Cannot upgrade classic group {group_id} to consumer group because online upgrade is disabled.",
                 )
         elif not create:
             raise HeartbeatError(E.group_id_not_found, f"Consumer group {group_id} not found.")

@@ -57,9 +57,8 @@ def _holds(group: ConsumerGroup, member_id: str, partition: Partition) -> bool:
     if member is None:
         return False
     topic_id, number = partition
-    return (
-        number in member.assigned.get(topic_id, _NO_PARTITIONS)
-        or number in member.pending_revocation.get(topic_id, _NO_PARTITIONS)
+    return number in member.assigned.get(topic_id, _NO_PARTITIONS) or number in member.pending_revocation.get(
+        topic_id, _NO_PARTITIONS
     )
 
 

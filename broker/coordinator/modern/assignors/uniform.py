@@ -45,7 +45,11 @@ class UniformAssignor:
 def check_topics_known(spec: GroupSpec) -> None:
     """Section 6.6: a member subscribed to a topic without a partition count is an assignor failure, never guessed
     around (Kafka's ``PartitionAssignorException``: "Members are subscribed to topic ... which doesn't exist")."""
+    checked: set[int] = set()  # members with one subscription usually share one topic set: check each set once
     for member in spec.members:
+        if id(member.topics) in checked:
+            continue
+        checked.add(id(member.topics))
         for topic_id in member.topics:
             if topic_id not in spec.partition_counts:
                 raise AssignorError(
