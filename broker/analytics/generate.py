@@ -1,4 +1,7 @@
-"""Synthetic group-event logs: realistic version-1 logs (``docs/events.md``) of any size, without a broker.
+"""Synthetic group-event logs: realistic version-2 logs (``docs/events.md``) of any size, without a broker.
+
+A quarter of the groups are KIP-848 consumer groups (``synthetic/modern.py``), the rest classic groups, eager or
+cooperative (``synthetic/coordinator.py``).
 
 The analytics job's tests and its scale benchmark need logs of millions of events that look like what a real
 broker writes. This module is the entry: ``generate`` (the API), the processes that write several files at once,
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.analytics.synthetic.scenario import SimulatedBroker
-from broker.analytics.synthetic.world import Group, group_ids
+from broker.analytics.synthetic.world import P_CONSUMER_GROUP, Group, group_ids
 
 __all__ = ["GenerateResult", "add_arguments", "add_options", "generate", "main", "run"]
 
@@ -49,10 +52,19 @@ class GenerateResult:
 
 
 def _generate_one(
-    path: str, events: int, groups: int, seed: int, index: int, files: int, restarts: int, bad_lines: int, start_ms: int
+    path: str,
+    events: int,
+    groups: int,
+    seed: int,
+    index: int,
+    files: int,
+    restarts: int,
+    bad_lines: int,
+    start_ms: int,
+    consumer_share: float,
 ) -> tuple[int, int, int, int]:
     rng = random.Random(f"{seed}:{index}")
-    group_list = [Group(gid, rng) for gid in group_ids(groups, index, files)]
+    group_list = [Group(gid, rng, consumer_share) for gid in group_ids(groups, index, files)]
     broker = SimulatedBroker(Path(path), rng, group_list, events, restarts, bad_lines, start_ms)
     broker.run()
     return broker.count, broker.bad, broker.bytes, broker.runs
@@ -69,17 +81,22 @@ def generate(
     bad_lines: int = 0,
     start_ms: int = DEFAULT_START_MS,
     jobs: int = 1,
+    consumer_share: float = P_CONSUMER_GROUP,
 ) -> GenerateResult:
-    """Write a synthetic version-1 event log of about ``events`` events (it ends at a step boundary).
+    """Write a synthetic event log (the format version of ``broker/events/names.py``) of about ``events`` events
+    (it ends at a step boundary), classic and consumer groups.
 
     With ``files`` 1, ``path`` is the file; otherwise it is a directory that gets ``events-00000.jsonl`` and on,
     each one broker's log with its share of the events and of the ``groups`` (default: one per 500 events,
     at least 3 per file). ``restarts`` is the number of broker restarts in each file (each starts a new run);
     ``bad_lines`` the number of malformed lines mixed into each file, for the reader's input report. ``jobs``
-    writes that many files at once, in separate processes.
+    writes that many files at once, in separate processes. ``consumer_share``: the share of the groups that are
+    KIP-848 consumer groups (0 to 1).
     """
     if events < 1:
         raise ValueError("events must be at least 1")
+    if not 0 <= consumer_share <= 1:
+        raise ValueError("consumer_share must be between 0 and 1")
     if files < 1:
         raise ValueError("files must be at least 1")
     target = Path(path)
@@ -93,7 +110,18 @@ def generate(
     shares = [events * (k + 1) // files - events * k // files for k in range(files)]
     group_shares = [total_groups * (k + 1) // files - total_groups * k // files for k in range(files)]
     tasks = [
-        (str(p), max(shares[k], 1), max(group_shares[k], 1), seed, k, files, restarts, bad_lines, start_ms)
+        (
+            str(p),
+            max(shares[k], 1),
+            max(group_shares[k], 1),
+            seed,
+            k,
+            files,
+            restarts,
+            bad_lines,
+            start_ms,
+            consumer_share,
+        )
         for k, p in enumerate(paths)
     ]
     started = time.perf_counter()
@@ -114,7 +142,9 @@ def generate(
     )
 
 
-def _generate_one_args(task: tuple[str, int, int, int, int, int, int, int, int]) -> tuple[int, int, int, int]:
+def _generate_one_args(
+    task: tuple[str, int, int, int, int, int, int, int, int, float],
+) -> tuple[int, int, int, int]:
     return _generate_one(*task)
 
 
@@ -130,6 +160,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bad-lines", type=int, default=0, help="malformed lines to mix into each file (default 0)")
     parser.add_argument("--start-ms", type=int, default=DEFAULT_START_MS, help="the logs' first timestamp")
     parser.add_argument("--jobs", type=int, default=1, help="write this many files at once (processes; default 1)")
+    parser.add_argument(
+        "--consumer-share", type=float, default=P_CONSUMER_GROUP, metavar="P",
+        help=f"share of the groups that are KIP-848 consumer groups (default {P_CONSUMER_GROUP})",
+    )  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -158,6 +192,7 @@ def run(
         bad_lines=args.bad_lines,
         start_ms=args.start_ms,
         jobs=args.jobs,
+        consumer_share=args.consumer_share,
     )
     where = str(result.paths[0]) if len(result.paths) == 1 else f"{len(result.paths)} files in {target}"
     print(
@@ -172,7 +207,7 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m broker.analytics.generate",
-        description="Write a realistic synthetic group-event log (docs/events.md, version 1).",
+        description="Write a realistic synthetic group-event log (docs/events.md): classic and consumer groups.",
     )
     add_arguments(parser)
     run(parser.parse_args(argv))

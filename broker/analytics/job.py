@@ -125,6 +125,7 @@ def _analyse(
     members = built.members.persist(StorageLevel.MEMORY_AND_DISK)
     ownership = built.ownership
     ownership.intervals = ownership.intervals.persist(StorageLevel.MEMORY_AND_DISK)
+    ownership.consumer = ownership.consumer.persist(StorageLevel.MEMORY_AND_DISK)
     outputs: dict[str, DataFrame] = {
         "input": spark.createDataFrame(report, INPUT),
         "members": members_output(members),
@@ -138,6 +139,7 @@ def _analyse(
     events.unpersist()
     members.unpersist()
     ownership.intervals.unpersist()
+    ownership.consumer.unpersist()
     # The summary reads the tables back from Parquet: nothing left to keep in memory, and a short plan.
     say("writing summary")
     summary = summary_table(spark.read.parquet(_join(out, "rebalances")), spark.read.parquet(_join(out, "members")))

@@ -17,7 +17,15 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from broker.analytics.schema import CORRUPT, EVENT_SCHEMA, INPUT_KINDS
-from broker.events.names import COMMON, EVENTS, FORMAT_VERSION, REQUIRED
+from broker.events.names import (
+    COMMON,
+    EVENTS,
+    FORMAT_VERSION,
+    GROUP_EPOCH_BUMPED,
+    MEMBER_RECONCILED,
+    REQUIRED,
+    TARGET_ASSIGNMENT_COMPUTED,
+)
 
 #: The kind of a line the analysis uses; every other kind is one of the input report's.
 OK = "parsed"
@@ -25,6 +33,11 @@ OK = "parsed"
 KIND = "line_kind"
 EXAMPLES = 5
 EXAMPLE_CHARS = 200
+#: The oldest format version read. Version 2 only added events and fields (KIP-848 consumer groups,
+#: docs/events.md), so a version-1 log reads as it always did, next to version-2 ones.
+OLDEST_VERSION = 1
+#: The events version 2 added: in a version-1 record they are not that format's, so ``unknown_event``.
+V2_EVENTS = frozenset({GROUP_EPOCH_BUMPED, TARGET_ASSIGNMENT_COMPUTED, MEMBER_RECONCILED})
 
 
 class InputError(Exception):
@@ -83,15 +96,18 @@ def _missing(fields: Iterable[str], record: str = "r") -> Column:
 
 
 def classify(lines: DataFrame) -> DataFrame:
-    """Parse each line with the v1 schema and name its kind: ``parsed`` or one of the input report's kinds.
+    """Parse each line with the schema and name its kind: ``parsed`` or one of the input report's kinds.
+
+    Versions ``OLDEST_VERSION`` to ``FORMAT_VERSION`` are read; a record of an event its version did not have is
+    an ``unknown_event``.
 
     Columns: ``file``, ``block``, ``rid``, ``line_kind``, ``text`` (the line's first 200 characters, kept for lines
     that are not ``parsed``: the examples), and every field of the schema, flattened.
     """
     record = F.from_json("text", EVENT_SCHEMA, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
     parsed = lines.withColumn("r", record)
-    known = F.col("r.event").isin(sorted(EVENTS))
     version = F.col("r.v")
+    known = F.col("r.event").isin(sorted(EVENTS)) & ~((version < 2) & F.col("r.event").isin(sorted(V2_EVENTS)))
     # A field's required-ness depends on the event: one condition per event that has required fields.
     required_missing = F.lit(False)
     for event, names in REQUIRED.items():
@@ -101,12 +117,16 @@ def classify(lines: DataFrame) -> DataFrame:
         .when(
             F.col(f"r.{CORRUPT}").isNotNull(),
             # Spark still reads what it can of a line that does not fit the schema: a newer version may change
-            # a field's type, and a v1 broker may add an event whose fields collide with ours. Neither is garbage.
+            # a field's type, and a broker may add an event within a version whose fields collide with ours.
+            # Neither is garbage.
             F.when(version > FORMAT_VERSION, "newer_version")
-            .when((version == FORMAT_VERSION) & F.col("r.event").isNotNull() & ~known, "unknown_event")
+            .when(
+                version.between(OLDEST_VERSION, FORMAT_VERSION) & F.col("r.event").isNotNull() & ~known,
+                "unknown_event",
+            )
             .otherwise("malformed"),
         )
-        .when(version.isNull() | (version < FORMAT_VERSION), "unknown_version")
+        .when(version.isNull() | (version < OLDEST_VERSION), "unknown_version")
         .when(version > FORMAT_VERSION, "newer_version")
         .when(_missing(COMMON), "missing_field")
         .when(~known, "unknown_event")

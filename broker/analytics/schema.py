@@ -1,4 +1,4 @@
-"""The explicit Spark schemas: the event log's format (version 1, docs/events.md) and the tables the job writes.
+"""The explicit Spark schemas: the event log's format (versions 1 and 2, docs/events.md) and the job's tables.
 
 The format's names (its version, the events, the fields every record has and those each event needs) are
 ``broker/events/names.py``'s, shared with the broker that writes them; this module only types the fields for Spark.
@@ -27,7 +27,8 @@ from pyspark.sql.types import (
 #: Where Spark puts the text of a line it could not read with the schema.
 CORRUPT = "_corrupt"
 
-_ASSIGNMENTS = MapType(StringType(), MapType(StringType(), ArrayType(IntegerType())))
+_PARTITIONS = MapType(StringType(), ArrayType(IntegerType()))  # topic -> partitions
+_ASSIGNMENTS = MapType(StringType(), _PARTITIONS)  # member -> topic -> partitions
 _MOVE = StructType(
     [
         StructField("topic", StringType()),
@@ -69,7 +70,8 @@ EVENT_SCHEMA = StructType(
         # rebalances
         ("generation_id", IntegerType()),
         ("previous_state", StringType()),
-        ("members", StringType()),  # raw JSON: an int in rebalance_started, a list of ids in join_completed
+        # raw JSON: an int in rebalance_started and target_assignment_computed, a list of ids in join_completed
+        ("members", StringType()),
         ("protocol", StringType()),
         ("leader", StringType()),
         ("assignments", _ASSIGNMENTS),
@@ -87,6 +89,20 @@ EVENT_SCHEMA = StructType(
         ("partition", IntegerType()),
         # offsets_committed (debug)
         ("offsets", StringType()),  # raw JSON: a list of [topic, partition, offset]
+        # version 2: consumer groups (KIP-848); every one of their records has group_type "consumer"
+        ("group_type", StringType()),
+        ("group_epoch", IntegerType()),
+        ("assignment_epoch", IntegerType()),
+        ("member_epoch", IntegerType()),
+        ("previous_epoch", IntegerType()),
+        ("assignor", StringType()),
+        ("assigned", _PARTITIONS),
+        ("pending_revocation", _PARTITIONS),
+        ("timer", StringType()),
+        ("timeout_ms", LongType()),
+        ("subscribed_topic_names", StringType()),  # raw JSON: not needed
+        ("subscribed_topic_regex", StringType()),
+        ("server_assignor", StringType()),
         (CORRUPT, StringType()),
     )
 )
@@ -115,6 +131,7 @@ REBALANCES = StructType(
         ("rebalance_protocol", StringType()),
         ("broker_rebalance_ms", LongType()),
         ("partitions", IntegerType()),
+        ("revocations", IntegerType()),
     )
 )
 
@@ -166,6 +183,7 @@ SUMMARY = StructType(
         ("expirations", LongType()),
         ("eager", LongType()),
         ("cooperative", LongType()),
+        ("consumer", LongType()),
     )
 )
 

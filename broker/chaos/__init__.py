@@ -7,7 +7,8 @@
   the broker's group events through its control API, and reports what was lost, duplicated, and how long the group
   took to notice each disruption and to recover from it. Its parts: ``options`` (the flags), ``launch`` (the
   processes), ``schedule`` (the kills), ``records`` (produced and consumed), ``measure`` (from the events),
-  ``display`` (the live line and the final report).
+  ``protocols`` (how the events read for classic and KIP-848 consumer groups), ``display`` (the live line and the
+  final report). ``--group-protocol consumer`` runs confluent consumers with ``group.protocol=consumer``.
 
 The client libraries are not dependencies of the broker: each process imports only the one it was asked for.
 """

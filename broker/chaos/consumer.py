@@ -2,14 +2,21 @@
 
     python -m broker.chaos.consumer --client {aiokafka,kafka-python,confluent} --bootstrap HOST:PORT \\
         --group G --topic T --client-id ID --out FILE [--session-timeout-ms N] [--heartbeat-interval-ms N] \\
-        [--assignor range|roundrobin|cooperative-sticky] [--instance-id ID]
+        [--assignor range|roundrobin|cooperative-sticky] [--instance-id ID] [--group-protocol classic|consumer]
 
 For every batch it gets, it appends one line per record, ``partition offset key``, to FILE, flushes and fsyncs
 the file, and only then commits the batch's offsets synchronously: a record whose offset was committed is always
 in the file, so a consumer killed at any moment loses nothing (its uncommitted records come again, to whoever owns
 the partition next: duplicates, never gaps).
 
-SIGTERM stops the poll loop and closes the consumer (a dynamic member sends LeaveGroup), then the process exits 0.
+With ``--group-protocol consumer`` (confluent only: librdkafka is the one client here that speaks KIP-848) the
+consumer sets ``group.protocol=consumer`` and none of session.timeout.ms, heartbeat.interval.ms and
+partition.assignment.strategy, which librdkafka refuses with that protocol (docs/spec/consumer-groups.md 12.1): the
+broker dictates the timers and assigns. Commits carry the member epoch, so one that races an epoch change fails
+with STALE_MEMBER_EPOCH (12.7 trap 8): it is a failed commit like any other, the records come again.
+
+SIGTERM stops the poll loop and closes the consumer (a dynamic member sends LeaveGroup, or a consumer-protocol
+heartbeat with epoch -1), then the process exits 0.
 SIGKILL kills it without a word; the broker notices when the session times out. Diagnostics go to stderr; SIGUSR1
 dumps every thread's stack there.
 
@@ -31,6 +38,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from broker.chaos import CLIENTS, MissingLibrary, fail_missing, load, run_client
+from broker.chaos.options import CONSUMER_PROTOCOL_CLIENT, GROUP_PROTOCOLS
 
 ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
 PROGRAM = "python -m broker.chaos.consumer"
@@ -182,21 +190,31 @@ def run_kafka_python(args: argparse.Namespace, sink: Sink, stopping: threading.E
 # -- confluent-kafka (librdkafka) -------------------------------------------------------------------------
 
 
-def run_confluent(args: argparse.Namespace, sink: Sink, stopping: threading.Event) -> None:
-    confluent = load("confluent")
+def confluent_config(args: argparse.Namespace) -> dict[str, Any]:
+    """librdkafka's settings for this consumer, for either group protocol."""
     config: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
         "client.id": args.client_id,
-        "session.timeout.ms": args.session_timeout_ms,
-        "heartbeat.interval.ms": args.heartbeat_interval_ms,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
     }
     if args.instance_id is not None:
         config["group.instance.id"] = args.instance_id
+    if args.group_protocol == "consumer":
+        # Section 12.1: the timers come from the broker; setting them (or an assignment strategy) fails creation.
+        config["group.protocol"] = "consumer"
+        return config
+    config["session.timeout.ms"] = args.session_timeout_ms
+    config["heartbeat.interval.ms"] = args.heartbeat_interval_ms
     if args.assignor is not None:
         config["partition.assignment.strategy"] = args.assignor
+    return config
+
+
+def run_confluent(args: argparse.Namespace, sink: Sink, stopping: threading.Event) -> None:
+    confluent = load("confluent")
+    config = confluent_config(args)
     consumer = confluent.Consumer(config)
 
     def on_assign(_consumer: Any, partitions: list[Any]) -> None:
@@ -249,11 +267,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--assignor", choices=ASSIGNORS, default=None, help="default: the client's own")
     parser.add_argument("--instance-id", default=None, help="group.instance.id: a static member (KIP-345)")
     parser.add_argument("--log-level", default="WARNING", help="the client library's log level (on stderr)")
+    parser.add_argument(
+        "--group-protocol", choices=GROUP_PROTOCOLS, default="classic",
+        help="classic, or consumer (KIP-848: confluent only, without session/heartbeat/assignor settings)",
+    )  # fmt: skip
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.group_protocol == "consumer":
+        if args.client != CONSUMER_PROTOCOL_CLIENT:
+            parser.error(f"--group-protocol consumer needs --client {CONSUMER_PROTOCOL_CLIENT} "
+                         f"({args.client} speaks only the classic protocol)")  # fmt: skip
+        if args.assignor is not None:
+            parser.error("--group-protocol consumer takes no --assignor: the broker assigns")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     sink = Sink(args.out)

@@ -50,12 +50,7 @@ class Display:
             print(f"[{self.elapsed()}] {STYLE_TAG.sub('', message)}", flush=True)
 
     def progress(self, phase: str, kills: int, produced: int, consumed: int, summary: JSON | None) -> None:
-        if summary is not None:
-            members = summary.get("members")
-            count = len(members) if isinstance(members, list) else members
-            group = f"{summary.get('state')} gen {summary.get('generation_id')}, {count} members"
-        else:
-            group = "-"
+        group = "-" if summary is None else group_line(summary)
         line = f"{phase:<8} | kills {kills} | produced {produced} | consumed {consumed} | {group}"
         if self._live is not None:
             self._live.update(Text(f"{self.elapsed()} {line}", no_wrap=True, overflow="ellipsis"))
@@ -67,6 +62,20 @@ class Display:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+def group_line(summary: JSON) -> str:
+    """The group in the status line: state, generation (classic) or group/assignment epochs (consumer), members.
+
+    A consumer group's epochs (docs/spec/consumer-groups.md 3.1) say where it is: the group epoch moves at every
+    membership change, the assignment epoch when the target is computed; Stable is every member reconciled to it."""
+    members = summary.get("members")
+    count = len(members) if isinstance(members, list) else members
+    if summary.get("group_type") == "consumer" or summary.get("group_epoch") is not None:
+        epochs = f"epoch {summary.get('group_epoch')} (target {summary.get('assignment_epoch')})"
+    else:
+        epochs = f"gen {summary.get('generation_id')}"
+    return f"{summary.get('state')} {epochs}, {count} members"
 
 
 def fmt_s(value: float | None) -> str:
@@ -109,6 +118,11 @@ LEGEND = (
     "kill -> Stable with every partition owned; rebal: rebalances in between; rejoin: kill -> the restarted consumer "
     "owns partitions"
 )
+CONSUMER_LEGEND = (
+    f"seconds; at: since the chaos started; detect: kill -> {names.MEMBER_EXPIRED}/{names.MEMBER_LEFT}; recover: "
+    "kill -> Stable (every member reconciled to the new target); rebal: group epoch bumps in between; rejoin: "
+    "kill -> Stable with the restarted consumer owning partitions"
+)
 
 
 def records_line(report: JSON) -> str:
@@ -121,9 +135,13 @@ def records_line(report: JSON) -> str:
 
 def print_report(report: JSON) -> None:
     console = Console(width=None if sys.stdout.isatty() else 100)
-    title = f"{len(report['kills'])} kills ({report['config']['client']}, seed {report['config']['seed']})"
+    config = report["config"]
+    consumer = config.get("group_protocol") == "consumer"
+    protocol = ", consumer protocol" if consumer else ""
+    title = f"{len(report['kills'])} kills ({config['client']}{protocol}, seed {config['seed']})"
+    legend = CONSUMER_LEGEND if consumer else LEGEND
     table = Table(
-        title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False, caption=LEGEND, caption_justify="left"
+        title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False, caption=legend, caption_justify="left"
     )
     for column in KILL_COLUMNS:
         left = column in ("consumer", "signal", "detected by")
@@ -139,6 +157,13 @@ def print_report(report: JSON) -> None:
         totals.add_row(*row)
     console.print(totals)
     verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"
+    if consumer:
+        group = report["group"]
+        console.print(
+            f"group epoch {group['generation']}: {group['rebalances']} epoch bumps, "
+            f"{group['rebalances_during_run']} during the run",
+            highlight=False,
+        )
     console.print(f"{records_line(report)}  {verdict}", highlight=False)
     if any(kill["overlapped"] for kill in report["kills"]):
         console.print("* the next kill came before this recovery", highlight=False)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from broker.chaos.records import KEY_PREFIX, Produced
+from broker.coordinator.config import GroupConfig
 
 START_TIMEOUT_S = 30.0  # for the broker to listen, and for the producer to be ready
 STOP_TIMEOUT_S = 20.0
@@ -80,6 +81,29 @@ def tail(path: Path, chars: int = 1500) -> str:
 
 # -- the broker ------------------------------------------------------------------------------------------------
 
+# The broker's defaults for the bounds of the consumer-group timers (Kafka's GroupCoordinatorConfig,
+# docs/spec/consumer-groups.md section 11): a value outside its bounds refuses the broker's start, so the runner
+# moves the bounds with it.
+_DEFAULTS = GroupConfig()
+
+
+def consumer_group_timers(session_ms: int, heartbeat_ms: int) -> list[str]:
+    """The broker flags that give consumer groups this session timeout and heartbeat interval.
+
+    With the consumer protocol the broker dictates both (section 7.1, 7.2; librdkafka refuses them as client
+    settings, section 12.1), so a chaos run shortens them on the broker it starts, as it shortens the classic
+    minimum session timeout for its classic consumers."""
+    return [
+        "--group-consumer-session-timeout-ms", str(session_ms),
+        "--group-consumer-min-session-timeout-ms", str(min(session_ms, _DEFAULTS.consumer_min_session_timeout_ms)),
+        "--group-consumer-max-session-timeout-ms", str(max(session_ms, _DEFAULTS.consumer_max_session_timeout_ms)),
+        "--group-consumer-heartbeat-interval-ms", str(heartbeat_ms),
+        "--group-consumer-min-heartbeat-interval-ms",
+        str(min(heartbeat_ms, _DEFAULTS.consumer_min_heartbeat_interval_ms)),
+        "--group-consumer-max-heartbeat-interval-ms",
+        str(max(heartbeat_ms, _DEFAULTS.consumer_max_heartbeat_interval_ms)),
+    ]  # fmt: skip
+
 
 class Broker:
     """The broker the run uses: started by the runner (``managed``), or a running one."""
@@ -94,12 +118,14 @@ class Broker:
         return self.process is not None
 
     @classmethod
-    def start(cls, topic: str, partitions: int, log_path: Path) -> Broker:
-        """``python -m broker serve`` on free ports; its JSON log lines (stderr) go on to ``log_path``."""
+    def start(cls, topic: str, partitions: int, log_path: Path, settings: list[str] | None = None) -> Broker:
+        """``python -m broker serve`` on free ports; its JSON log lines (stderr) go on to ``log_path``.
+
+        ``settings``: more flags for it (``consumer_group_timers``)."""
         argv = [
             sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", "0", "--admin-port", "0",
             "--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", "1000",
-            "--topic", f"{topic}:{partitions}", "--log-format", "json",
+            "--topic", f"{topic}:{partitions}", "--log-format", "json", *(settings or []),
         ]  # fmt: skip
         process = spawn(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         found: dict[str, JSON] = {}
@@ -178,10 +204,11 @@ def start_consumer(
     argv = [
         sys.executable, "-m", "broker.chaos.consumer", "--client", args.client,
         "--bootstrap", bootstrap, "--group", group, "--topic", topic,
-        "--client-id", name, "--out", str(out),
-        "--session-timeout-ms", str(args.session_timeout_ms),
-        "--heartbeat-interval-ms", str(args.heartbeat_interval_ms),
+        "--client-id", name, "--out", str(out), "--group-protocol", args.group_protocol,
     ]  # fmt: skip
+    if args.group_protocol == "classic":  # the consumer protocol takes its timers from the broker (section 7)
+        argv += ["--session-timeout-ms", str(args.session_timeout_ms)]
+        argv += ["--heartbeat-interval-ms", str(args.heartbeat_interval_ms)]
     if args.assignor is not None:
         argv += ["--assignor", args.assignor]
     with log.open("wb") as stderr:

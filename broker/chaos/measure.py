@@ -1,13 +1,16 @@
 """What a chaos run measures, from the broker's group events (control API, ``/v1/groups/{group}/events``).
 
-Per disruption (docs/events.md names the events):
+Per disruption (docs/events.md names the events; ``protocols.py`` says what recovers and what is a rebalance for
+each group protocol):
 
 - detect: the kill -> the broker's ``member_expired`` (SIGKILL: session timeout) or ``member_left`` (SIGTERM:
-  LeaveGroup) event for the victim's member;
-- recover: the kill -> the first ``sync_completed`` after the detection with ``unowned == 0`` (Stable again, every
-  partition owned);
-- rebalances: ``rebalance_started`` events from the kill to the recovery;
-- rejoin: the kill -> the first ``sync_completed`` with ``unowned == 0`` giving the restarted consumer partitions.
+  LeaveGroup, or a consumer-protocol heartbeat with epoch -1) event for the victim's member;
+- recover: the kill -> the first recovery after the detection: a ``sync_completed`` with ``unowned == 0``
+  (classic: Stable again, every partition owned), or a ``state_changed`` to Stable (consumer protocol: every
+  member reconciled to the new target assignment);
+- rebalances: rebalances from the kill to the recovery (``rebalance_started``; consumer protocol:
+  ``group_epoch_bumped``);
+- rejoin: the kill -> the first recovery at which the restarted consumer owns partitions.
 
 Event times are the broker's ``ts_ms`` (wall clock, epoch ms) against the runner's ``time.time()`` at the kill:
 both are the same machine's wall clock. The broker's ``member_joined`` events tie member ids to client ids, and so
@@ -24,6 +27,7 @@ from collections import Counter
 from typing import Any
 
 from broker.chaos.launch import Incarnation
+from broker.chaos.protocols import PROTOCOLS, GroupProtocol, GroupView, detect_cause
 from broker.chaos.records import Records
 from broker.chaos.schedule import Kill
 from broker.control.client import ControlClient, ControlError
@@ -40,13 +44,19 @@ JSON = dict[str, Any]
 
 
 class EventFollower:
-    """Polls ``/v1/groups/{group}/events?since_seq=`` in a thread, and the group's summary for the progress line."""
+    """Polls ``/v1/groups/{group}/events?since_seq=`` in a thread, and the group's summary for the progress line.
 
-    def __init__(self, control: ControlClient, group: str) -> None:
+    ``view`` is the group as its events tell it (``protocols.GroupView``); ``from_events``: the summary is the
+    view's rather than the control API's (consumer groups: their epochs are in the events).
+    """
+
+    def __init__(self, control: ControlClient, group: str, from_events: bool = False) -> None:
         self.control = control
         self.group = group
+        self.from_events = from_events
         self.events: list[JSON] = []
-        self.summary: JSON | None = None
+        self.view = GroupView()
+        self._summary: JSON | None = None
         self.errors: Counter[str] = Counter()
         self._last_seq = 0
         self._lock = threading.Lock()
@@ -60,10 +70,18 @@ class EventFollower:
         last_summary = 0.0
         while not self._stop.wait(EVENT_POLL_S):
             self.poll()
-            if time.monotonic() - last_summary >= 1.0:
+            if not self.from_events and time.monotonic() - last_summary >= 1.0:
                 last_summary = time.monotonic()
                 with contextlib.suppress(ControlError):
-                    self.summary = self.control.group(self.group)
+                    self._summary = self.control.group(self.group)
+
+    @property
+    def summary(self) -> JSON | None:
+        """The group for the progress line: the view's (from the events), or the control API's last answer."""
+        if self.from_events:
+            with self._lock:
+                return self.view.summary() if self.events else None
+        return self._summary
 
     def poll(self) -> None:
         try:
@@ -76,7 +94,13 @@ class EventFollower:
             for event in new:
                 if isinstance(event.get("seq"), int) and event["seq"] > self._last_seq:
                     self.events.append(event)
+                    self.view.apply(event)
                     self._last_seq = event["seq"]
+
+    def stable_with(self, members: int) -> bool:
+        """The group, as its events tell it, is Stable with exactly ``members`` members."""
+        with self._lock:
+            return self.view.state == "Stable" and len(self.view.members) == members
 
     def snapshot(self) -> list[JSON]:
         with self._lock:
@@ -100,8 +124,16 @@ def member_clients(events: list[JSON]) -> dict[str, str]:
     return clients
 
 
-def measure(kill: Kill, events: list[JSON], clients: dict[str, str], next_kill: Kill | None) -> JSON:
-    """Detection, recovery and rebalances of one disruption, from the group's events."""
+def measure(
+    kill: Kill,
+    events: list[JSON],
+    clients: dict[str, str],
+    next_kill: Kill | None,
+    protocol: GroupProtocol = PROTOCOLS["classic"],
+) -> JSON:
+    """Detection, recovery and rebalances of one disruption, from the group's events.
+
+    ``recover_generation`` is the generation (classic) or the group epoch (consumer) the group recovered at."""
     kill_ms = kill.at * 1000
     victims = {member for member, client in clients.items() if client == kill.client_id}
     after = [e for e in events if e.get("ts_ms", 0) >= kill_ms - CLOCK_SLACK_MS]
@@ -125,39 +157,23 @@ def measure(kill: Kill, events: list[JSON], clients: dict[str, str], next_kill: 
     result.update(
         detected=True,
         detect_event=detection["event"],
-        detect_cause=detection.get("cause"),
+        detect_cause=detect_cause(detection),
         detect_s=round((detection["ts_ms"] - kill_ms) / 1000, 3),
     )
-    recovery = next(
-        (
-            e
-            for e in after
-            if e["seq"] > detection["seq"] and e.get("event") == names.SYNC_COMPLETED and e.get("unowned") == 0
-        ),
-        None,
-    )
+    recovery = next((e for e in after if e["seq"] > detection["seq"] and protocol.is_recovery(e)), None)
     if recovery is not None:
         result.update(
             recovered=True,
             recover_s=round((recovery["ts_ms"] - kill_ms) / 1000, 3),
-            recover_generation=recovery.get("generation_id"),
+            recover_generation=protocol.epoch(recovery),
             rebalances=sum(
-                1 for e in after if e.get("event") == names.REBALANCE_STARTED and e["seq"] < recovery["seq"]
+                1 for e in after if e.get("event") == protocol.rebalance_event and e["seq"] < recovery["seq"]
             ),
         )
         result["overlapped"] = next_kill is not None and next_kill.at * 1000 < recovery["ts_ms"]
     if kill.restarted_as is not None:
         newcomers = {member for member, client in clients.items() if client == kill.restarted_as}
-        rejoined = next(
-            (
-                e
-                for e in after
-                if e.get("event") == names.SYNC_COMPLETED
-                and e.get("unowned") == 0
-                and any((e.get("assignments") or {}).get(member) for member in newcomers)
-            ),
-            None,
-        )
+        rejoined = protocol.rejoined(after, newcomers)
         if rejoined is not None:
             result["rejoin_s"] = round((rejoined["ts_ms"] - kill_ms) / 1000, 3)
     return result
@@ -194,7 +210,9 @@ def summarize(kills: list[JSON]) -> JSON:
     }
 
 
-def kill_reports(kills: list[Kill], events: list[JSON], clients: dict[str, str]) -> list[JSON]:
+def kill_reports(
+    kills: list[Kill], events: list[JSON], clients: dict[str, str], protocol: GroupProtocol = PROTOCOLS["classic"]
+) -> list[JSON]:
     """The report's ``kills``: each kill, its restart, and what ``measure`` read from the events about it."""
     reports: list[JSON] = []
     for index, kill in enumerate(kills):
@@ -210,12 +228,12 @@ def kill_reports(kills: list[Kill], events: list[JSON], clients: dict[str, str])
             "signal": kill.signal,
             "restarted_as": kill.restarted_as,
             "restart_s": None if kill.restarted_at is None else round(kill.restarted_at - kill.at, 3),
-            **measure(kill, events, clients, following),
+            **measure(kill, events, clients, following, protocol),
         })  # fmt: skip
     return reports
 
 
-def kill_notes(reports: list[JSON]) -> list[str]:
+def kill_notes(reports: list[JSON], protocol: GroupProtocol = PROTOCOLS["classic"]) -> list[str]:
     """The kills the events do not account for: never joined, never detected, or never recovered from."""
     notes = []
     for row in reports:
@@ -224,21 +242,30 @@ def kill_notes(reports: list[JSON]) -> list[str]:
         elif not row["detected"]:
             notes.append(f"kill #{row['number']} ({row['client_id']}) was never detected by the broker")
         elif not row["recovered"]:
-            notes.append(f"kill #{row['number']} ({row['client_id']}): no recovery (sync with unowned 0)")
+            notes.append(f"kill #{row['number']} ({row['client_id']}): no recovery ({protocol.recovery_words})")
     return notes
 
 
-def group_report(events: list[JSON], started: float | None, drained: float | None, errors: Counter[str]) -> JSON:
-    """The report's ``group``: its events and rebalances, and how often following the events failed."""
-    rebalances = [e for e in events if e.get("event") == names.REBALANCE_STARTED]
+def group_report(
+    events: list[JSON],
+    started: float | None,
+    drained: float | None,
+    errors: Counter[str],
+    protocol: GroupProtocol = PROTOCOLS["classic"],
+) -> JSON:
+    """The report's ``group``: its events and rebalances, and how often following the events failed.
+
+    ``generation`` is the last generation (classic) or group epoch (consumer protocol) seen."""
+    rebalances = [e for e in events if e.get("event") == protocol.rebalance_event]
     return {
+        "protocol": protocol.name,
         "events": len(events),
         "rebalances": len(rebalances),
         # from the first kill's clock start to the end of the drain, before the consumers were stopped
         "rebalances_during_run": sum(
             1 for e in rebalances if started is not None and started * 1000 <= e["ts_ms"] <= (drained or 0) * 1000
         ),
-        "generation": max((e.get("generation_id") or 0 for e in events), default=0),
+        "generation": max((protocol.epoch(e) or 0 for e in events), default=0),
         "event_errors": dict(errors),
     }
 

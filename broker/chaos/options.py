@@ -2,6 +2,11 @@
 
 Defaults make a one-minute demo. The same ``add_arguments`` serves both entry points: the command line adds the
 options to its ``chaos run`` sub-command, the runner's ``main`` to a parser of its own.
+
+``--group-protocol consumer`` runs KIP-848 consumer groups (docs/spec/consumer-groups.md): only librdkafka
+(``--client confluent``) speaks it, and it refuses the classic client settings (section 12.1: session.timeout.ms,
+heartbeat.interval.ms, partition.assignment.strategy), so there the session and heartbeat flags set the broker's
+consumer-group timers instead (section 7: the broker dictates them), and ``--assignor`` is refused.
 """
 
 from __future__ import annotations
@@ -11,6 +16,10 @@ from typing import Any
 
 from broker.chaos import CLIENTS
 from broker.control.client import DEFAULT_URL, URL_ENV
+
+GROUP_PROTOCOLS = ("classic", "consumer")
+#: The one client library that speaks the consumer protocol (librdkafka 2.12+: docs/spec/consumer-groups.md 12).
+CONSUMER_PROTOCOL_CLIENT = "confluent"
 
 PROGRAM = "group-broker chaos run"
 DESCRIPTION = (
@@ -35,8 +44,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--assignor", choices=("range", "roundrobin", "cooperative-sticky"), default=None,
         help="partition assignor (default: the client's own)",
     )  # fmt: skip
-    workload.add_argument("--session-timeout-ms", type=int, default=6000, metavar="MS", help="default 6000")
-    workload.add_argument("--heartbeat-interval-ms", type=int, default=1000, metavar="MS", help="default 1000")
+    workload.add_argument(
+        "--group-protocol", choices=GROUP_PROTOCOLS, default="classic",
+        help="classic (JoinGroup/SyncGroup) or consumer (KIP-848, ConsumerGroupHeartbeat; confluent only) "
+        "(default classic)",
+    )  # fmt: skip
+    workload.add_argument(
+        "--session-timeout-ms", type=int, default=6000, metavar="MS",
+        help="default 6000; with --group-protocol consumer, the broker's consumer-group session timeout",
+    )  # fmt: skip
+    workload.add_argument(
+        "--heartbeat-interval-ms", type=int, default=1000, metavar="MS",
+        help="default 1000; with --group-protocol consumer, the interval the broker gives its members",
+    )  # fmt: skip
 
     schedule = parser.add_argument_group("schedule")
     schedule.add_argument("--duration", type=float, default=50.0, metavar="S", help="seconds of chaos (default 50)")
@@ -100,6 +120,17 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
         problems.append("--admin needs --bootstrap (without it the runner starts its own broker)")
     if args.client == "aiokafka" and args.assignor == "cooperative-sticky":
         problems.append("aiokafka has no cooperative rebalance protocol: no --assignor cooperative-sticky")
+    if args.group_protocol == "consumer":
+        if args.client != CONSUMER_PROTOCOL_CLIENT:
+            problems.append(
+                f"--group-protocol consumer needs --client {CONSUMER_PROTOCOL_CLIENT}: {args.client} speaks only the "
+                "classic protocol (JoinGroup/SyncGroup), not ConsumerGroupHeartbeat"
+            )
+        if args.assignor is not None:
+            problems.append(
+                "--assignor is a classic-protocol client setting: with --group-protocol consumer the broker assigns "
+                "(its group.consumer.assignors)"
+            )
     for name in ("topic", "group"):
         value = getattr(args, name)
         if value is not None and (not value or any(c.isspace() for c in value) or ":" in value):
@@ -117,6 +148,7 @@ def config_report(args: argparse.Namespace, topic: str, group: str, seed: int) -
         "group": group,
         "rate": args.rate,
         "assignor": args.assignor,
+        "group_protocol": args.group_protocol,
         "session_timeout_ms": args.session_timeout_ms,
         "heartbeat_interval_ms": args.heartbeat_interval_ms,
         "duration_s": args.duration,

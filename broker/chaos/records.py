@@ -82,11 +82,6 @@ class Produced:
         return {key_of(KEY_PREFIX, i) for i in range(self.sent) if i not in missing}
 
 
-class Broker:
-    """The broker the run uses: started by the runner (``managed``), or a running one."""
-
-
-
 def records_report(produced: Produced, consumed: Records) -> JSON:
     """The report's ``records``: the counts, and the first hundred lost and duplicated keys."""
     wanted = produced.keys()

@@ -17,8 +17,15 @@ Without ``--bootstrap`` the runner starts its own broker (``python -m broker ser
 the topic, and stops it at the end; with ``--bootstrap HOST:PORT --admin URL`` it uses a running one (the topic is
 created if it does not exist).
 
+``--group-protocol consumer`` makes the group a KIP-848 consumer group (confluent consumers with
+``group.protocol=consumer``; docs/spec/consumer-groups.md): the broker it starts gets the session timeout and
+heartbeat interval as its consumer-group timers (section 7), the group is watched through its events (state,
+members, group and assignment epochs: ``protocols.GroupView``), and a recovery is the group Stable again (every
+member reconciled) rather than a SyncGroup. The measurements are the same otherwise.
+
 This module is the orchestration; its parts, one concern each: ``options`` (the flags), ``launch`` (the
-processes), ``schedule`` (the kills), ``records`` and ``measure`` (what is counted), ``display`` (what is shown).
+processes), ``schedule`` (the kills), ``records`` and ``measure`` (what is counted), ``protocols`` (what the events
+mean for each group protocol), ``display`` (what is shown).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from broker.chaos.launch import (
     Broker,
     ChaosError,
     Incarnation,
+    consumer_group_timers,
     start_consumer,
     start_producer,
     stop_all,
@@ -61,6 +69,7 @@ from broker.chaos.measure import (
     summarize,
 )
 from broker.chaos.options import DESCRIPTION, PROGRAM, add_arguments, argument_problems, config_report
+from broker.chaos.protocols import PROTOCOLS
 from broker.chaos.records import Produced, Records, records_report
 from broker.chaos.schedule import Schedule
 from broker.control.client import ControlClient, ControlError, configured_url
@@ -87,6 +96,7 @@ class Run:
         self.group: str = args.group or f"chaos-{self.run_id}"
         self.seed: int = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
         self.schedule = Schedule(self.seed, args.kill_ratio, args.restart_after)
+        self.protocol = PROTOCOLS[args.group_protocol]
         self.display = Display()
         self.broker: Broker | None = None
         self.control: ControlClient | None = None
@@ -187,11 +197,17 @@ class Run:
     # -- phases
 
     def setup(self) -> None:
+        consumer_groups = self.protocol.name == "consumer"
         if self.args.bootstrap is None:
             self.display.say("starting a broker")
-            self.broker = Broker.start(self.topic, self.args.partitions, self.workdir / "broker.log")
+            timers = consumer_group_timers(self.args.session_timeout_ms, self.args.heartbeat_interval_ms)
+            self.broker = Broker.start(
+                self.topic, self.args.partitions, self.workdir / "broker.log", timers if consumer_groups else None
+            )
         else:
             self.broker = Broker(self.args.bootstrap, self.args.admin or configured_url())
+            if consumer_groups:
+                self.display.say("a running broker: its own consumer-group session timeout and heartbeat apply")
         self.control = ControlClient(self.broker.admin)
         try:
             self.control.health()
@@ -199,10 +215,10 @@ class Run:
             raise ChaosError(str(error)) from None
         self.display.say(
             f"broker {self.broker.bootstrap} (control API {self.broker.admin}), topic {self.topic} "
-            f"({self.args.partitions} partitions), group {self.group}, {self.args.consumers} {self.args.client} "
-            f"consumers, seed {self.seed}"
+            f"({self.args.partitions} partitions), {self.protocol.name} group {self.group}, {self.args.consumers} "
+            f"{self.args.client} consumers, seed {self.seed}"
         )
-        self.follower = EventFollower(self.control, self.group)
+        self.follower = EventFollower(self.control, self.group, from_events=consumer_groups)
         self.follower.start()
         self.start_producer()
         for slot in range(self.args.consumers):
@@ -210,11 +226,18 @@ class Run:
         self.wait_stable("the consumers to join")
 
     def wait_stable(self, what: str, timeout_s: float = STABLE_TIMEOUT_S) -> bool:
-        """Until the group is Stable with every consumer in it, ticking; ChaosError at the start, False later."""
-        assert self.control is not None
+        """Until the group is Stable with every consumer in it, ticking; ChaosError at the start, False later.
+
+        A classic group is asked of the control API (``/wait``); a consumer group is read from its events."""
+        assert self.control is not None and self.follower is not None
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self.tick()
+            if self.protocol.name == "consumer":
+                if self.follower.stable_with(self.args.consumers):
+                    return True
+                time.sleep(TICK_S)
+                continue
             try:
                 self.control.wait(self.group, state="Stable", members=self.args.consumers, timeout_ms=500)
                 return True
@@ -306,8 +329,8 @@ class Run:
         assert self.broker is not None and self.follower is not None
         events = self.follower.snapshot()
         clients = member_clients(events)
-        kills = kill_reports(self.schedule.kills, events, clients)
-        self.notes.extend(kill_notes(kills))
+        kills = kill_reports(self.schedule.kills, events, clients, self.protocol)
+        self.notes.extend(kill_notes(kills, self.protocol))
         records = records_report(produced, self.records)
         if produced.acked == 0:
             self.notes.append("no record was acknowledged: nothing to check")
@@ -328,7 +351,7 @@ class Run:
             "records": records,
             "kills": kills,
             "summary": summarize(kills),
-            "group": group_report(events, start, self.drained, self.follower.errors),
+            "group": group_report(events, start, self.drained, self.follower.errors, self.protocol),
             "consumers": consumer_reports(self.incarnations, clients, self.records),
             "notes": self.notes,
             "workdir": str(self.workdir),

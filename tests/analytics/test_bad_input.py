@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from broker.analytics import cli, job, read, session
 from broker.analytics.schema import EVENT_SCHEMA
-from broker.events.names import COMMON, REQUIRED
+from broker.events.names import COMMON, FORMAT_VERSION, REQUIRED
 from tests.analytics.conftest import rows, write_lines
 from tests.analytics.test_windows import eager_log, pick
 
@@ -21,9 +21,12 @@ from tests.analytics.test_windows import eager_log, pick
 BAD: list[tuple[str, str]] = [
     ("malformed", '{"v":1,"seq":99,"ts_ms":1000,"run_id":"run-a","event":"member_jo'),  # a torn write
     ("unknown_event", '{"v":1,"seq":100,"ts_ms":1000,"run_id":"run-a","event":"member_teleported","group_id":"eager"}'),
-    ("newer_version", '{"v":2,"seq":101,"ts_ms":1000,"run_id":"run-a","event":"member_joined","group_id":"eager"}'),
-    # version 2 changed a field's type: still recognised as a newer version, not as garbage
-    ("newer_version", '{"v":2,"seq":"a-string","ts_ms":1000,"run_id":"run-a","event":"x","group_id":"eager"}'),
+    ("newer_version", '{"v":3,"seq":101,"ts_ms":1000,"run_id":"run-a","event":"member_joined","group_id":"eager"}'),
+    # version 3 changed a field's type: still recognised as a newer version, not as garbage
+    ("newer_version", '{"v":3,"seq":"a-string","ts_ms":1000,"run_id":"run-a","event":"x","group_id":"eager"}'),
+    # a version-2 event (KIP-848 consumer groups) in a version-1 record: not that version's
+    ("unknown_event", '{"v":1,"seq":109,"ts_ms":1,"run_id":"r","event":"group_epoch_bumped","group_id":"g"}'),
+    ("missing_field", '{"v":2,"seq":110,"ts_ms":1,"run_id":"r","event":"group_epoch_bumped","group_id":"g"}'),
     ("malformed", "this is not JSON"),
     ("malformed", ""),
     ("malformed", "[1, 2, 3]"),
@@ -107,7 +110,7 @@ def test_the_good_lines_are_still_analysed(analysed: tuple[Path, list[str]], spa
 def test_summary_json_reports_the_input(analysed: tuple[Path, list[str]], spark: SparkSession) -> None:
     out, lines = analysed
     document = json.loads((out / "summary.json").read_text())
-    assert document["format_version"] == 1
+    assert document["format_version"] == FORMAT_VERSION == 2
     kinds = {entry["kind"]: entry for entry in document["input"]}
     assert kinds["lines"]["count"] == len(lines)
     assert kinds["malformed"]["count"] == 8 and len(kinds["malformed"]["examples"]) == 5

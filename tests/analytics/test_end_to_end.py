@@ -4,7 +4,8 @@ The broker runs as its own process with ``--event-log``; the chaos runner (``pyt
 SIGKILLs one of three confluent-kafka consumers every 4 s, with a 2 s session timeout. The runner measures each
 kill from the broker's events over the control API; the job measures from the log file. They must agree: one
 expired membership per kill, ended when the runner saw the expiry, its silence covering the time from the kill;
-the same number of rebalances from each kill to the recovery; nothing lost.
+the same number of rebalances from each kill to the recovery; nothing lost. The second test does the same for a
+KIP-848 consumer group.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from broker.analytics import job
+from broker.chaos.launch import consumer_group_timers
 from tests.analytics.conftest import rows
 from tests.conftest import ROOT, start_broker_process
 
@@ -127,3 +129,78 @@ def test_the_job_agrees_with_what_the_chaos_runner_measured(spark: SparkSession,
     assert ownership and all(o["end"] != "open" for o in ownership)
     assert {o["partition"] for o in ownership} == set(range(6))
     assert all(m["end"] != "open" for m in members)
+
+
+@pytest.mark.timeout(240)
+def test_the_job_agrees_with_the_chaos_runner_on_a_consumer_group(spark: SparkSession, tmp_path: Path) -> None:
+    """The same, for a KIP-848 consumer group (``--group-protocol consumer``; the broker's consumer-group session
+    is 2 s, its heartbeat interval 500 ms): seed 4 kills with SIGKILL, SIGTERM, SIGKILL. The runner's recovery is
+    the group Stable again; the job's episode from the epoch bumps to that Stable must end there, with the same
+    epoch bumps in between."""
+    events = tmp_path / "events.jsonl"
+    group = "analytics-e2e-consumer"
+    timers = consumer_group_timers(SESSION_MS, HEARTBEAT_MS)
+    broker = start_broker_process(tmp_path, "--event-log", str(events), "--admin-port", "0", *timers)
+    try:
+        admin = control_url(broker.log_path)
+        report_path = tmp_path / "report.json"
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "broker.chaos.runner", "--bootstrap", broker.bootstrap, "--admin", admin,
+                "--client", "confluent", "--group-protocol", "consumer", "--consumers", "3", "--partitions", "6",
+                "--topic", group, "--group", group, "--duration", "12.5", "--interval", "4", "--kill-ratio", "0.5",
+                "--restart-after", "1", "--seed", "4", "--rate", "100", "--json", str(report_path),
+                "--workdir", str(tmp_path / "work"),
+            ],
+            cwd=ROOT, capture_output=True, text=True, timeout=150,
+        )  # fmt: skip
+    finally:
+        broker.stop()
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    report = json.loads(report_path.read_text())
+    kills = report["kills"]
+    assert report["ok"] is True and [k["signal"] for k in kills] == ["SIGKILL", "SIGTERM", "SIGKILL"], kills
+    context = json.dumps(kills, indent=1)
+
+    out = tmp_path / "analysis"
+    result = job.run([str(events)], str(out), spark=spark)
+    counts = {entry["kind"]: entry["count"] for entry in result.input}
+    assert counts["lines"] == counts["parsed"] > 0, result.input
+    logged = [json.loads(line) for line in events.read_text().splitlines()]
+
+    members = [m for m in rows(spark, out, "members") if m["group_id"] == group]
+    for kill in kills:
+        (member,) = [m for m in members if m["client_id"] == kill["client_id"]]
+        assert member["member_id"] in kill["member_ids"], (member, kill)
+        # The runner's detection: from the kill to the broker's member_expired or member_left, which ends it.
+        assert abs((member["ended_ms"] - kill["at"] * 1000) - kill["detect_s"] * 1000) <= CLOCK_MS, (member, kill)
+        if kill["signal"] == "SIGKILL":
+            assert (member["end"], member["end_cause"]) == ("expired", "session_timeout"), member
+            assert member["since_last_heartbeat_ms"] == member["session_timeout_ms"] == SESSION_MS, member
+        else:
+            assert (member["end"], member["end_cause"]) == ("left", "left"), member
+
+    rebalances = [r for r in rows(spark, out, "rebalances") if r["group_id"] == group]
+    assert rebalances and all(r["rebalance_protocol"] == "consumer" for r in rebalances), rebalances
+    assert all(r["outcome"] != "open" for r in rebalances), rebalances
+    bumped = [e for e in logged if e["event"] == "group_epoch_bumped" and e["group_id"] == group]
+    assert sum(1 + r["restarts"] for r in rebalances) == len(bumped) == report["group"]["rebalances"]
+    for kill in kills:
+        kill_ms = kill["at"] * 1000
+        recovered_ms = kill_ms + kill["recover_s"] * 1000
+        # The runner's recovery: the first Stable after the detection, at the group epoch it names.
+        (recovery,) = [r for r in rebalances if r["generation"] == kill["recover_generation"]]
+        assert abs(recovery["end_ms"] - recovered_ms) <= CLOCK_MS, (recovery, context)
+        assert recovery["outcome"] == "stable" and recovery["unowned_partition_seconds"] is not None, recovery
+        assert recovery["partitions"] == 6 and recovery["members_after"] in (2, 3), recovery
+        between = [r for r in rebalances if r["start_ms"] >= kill_ms - CLOCK_MS and r["end_ms"] <= recovered_ms + 1]
+        if not kill["overlapped"]:
+            assert sum(1 + r["restarts"] for r in between) == kill["rebalances"], (kill, between)
+
+    summary = {s["group_id"]: s for s in rows(spark, out, "summary")}[group]
+    assert (summary["consumer"], summary["eager"], summary["cooperative"]) == (len(rebalances), 0, 0)
+    assert summary["expirations"] == 2 and summary["detection_ms_max"] == SESSION_MS
+    # Everything ended: the consumers left at the end (a stopping broker says nothing of consumer groups).
+    ownership = [o for o in rows(spark, out, "ownership") if o["group_id"] == group]
+    assert {o["partition"] for o in ownership} == set(range(6))
+    assert all(o["end"] != "open" for o in ownership) and all(m["end"] != "open" for m in members)

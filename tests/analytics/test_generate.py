@@ -1,9 +1,10 @@
-"""The synthetic event-log generator: valid version-1 logs, the broker's exact fields and order, realistic histories.
+"""The synthetic event-log generator: valid version-2 logs, the broker's exact fields and order, realistic histories.
 
 The fields of each event are checked against what the real coordinator emits (driven on a manual clock through
-the same scenarios), and every generated log is replayed through a small checker of the coordinator's rules:
-state transitions, who is a member, generations, assignments that cover the partitions with one owner each,
-``moved`` recomputed from the previous assignment, ``rebalance_ms`` and the session expiry's timing.
+the same scenarios, classic and KIP-848 consumer groups), and every generated log is replayed through a small
+checker of the coordinator's rules: state transitions, who is a member, generations, assignments that cover the
+partitions with one owner each, ``moved`` recomputed from the previous assignment, ``rebalance_ms`` and the session
+expiry's timing; for consumer groups, epochs, targets and reconciliation steps (``consumer_replay.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from broker.analytics import generate as gen
 from broker.analytics.synthetic.world import TOPICS
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.messages import LeavingMember
+from broker.events.names import FORMAT_VERSION
+from tests.analytics.consumer_log import every_event
+from tests.analytics.consumer_replay import ConsumerReplay
 from tests.coordinator.harness import subscription
 from tests.coordinator.test_events import EventHarness, assign
 
@@ -82,7 +86,7 @@ def real_coordinator_fields() -> dict[str, list[list[str]]]:
     h.leave(LeavingMember("", group_instance_id="s-0"))
     h.coordinator.delete_groups(["group"])
     fields: dict[str, list[list[str]]] = {}
-    for record in h.take():
+    for record in [*h.take(), *every_event().records]:  # classic, then consumer groups (version 2)
         keys = list(record)
         if keys not in fields.setdefault(record["event"], []):
             fields[record["event"]].append(keys)
@@ -140,6 +144,11 @@ class Replay:
     revocations: int = 0
     static_replaced_without_rebalance: int = 0
     expiries_during_rebalance: int = 0
+    consumer: ConsumerReplay = field(default_factory=ConsumerReplay)
+
+    def events(self) -> int:
+        """Every record replayed, classic and consumer groups'."""
+        return sum(self.counts.values()) + sum(self.consumer.counts.values())
 
     def check(self, path: Path) -> None:
         # A group's topics: every topic any generation of it was assigned (one generation may leave one unowned).
@@ -152,17 +161,23 @@ class Replay:
         ts = 0
         for record in records(path):
             event = record["event"]
-            assert list(record)[:6] == COMMON and record["v"] == 1
+            assert list(record)[:6] == COMMON and record["v"] == FORMAT_VERSION
             if not self.runs or record["run_id"] != self.runs[-1]:
                 assert record["run_id"] not in self.runs, "a run continues after another began"
                 assert record["seq"] == 1, "a run starts at seq 1"
                 assert record["ts_ms"] >= ts, "a new run starts after the last"
                 self.runs.append(record["run_id"])
                 groups = {}  # the broker forgot every group
+                self.consumer.new_run()
             else:
                 assert record["seq"] == seq + 1, "seq grows by one"
                 assert record["ts_ms"] >= ts, "the clock never goes back within a run"
             seq, ts = record["seq"], record["ts_ms"]
+            if record.get("group_type") == "consumer":
+                assert list(record)[-1] == "group_type" and record["group_id"] not in groups
+                self.consumer.check(record)
+                continue
+            assert "group_type" not in record and record["group_id"] not in self.consumer.groups
             self.counts[event] += 1
             g = groups.get(record["group_id"])
             if event == "group_created":
@@ -330,7 +345,7 @@ def test_a_generated_log_replays_by_the_coordinators_rules(tmp_path: Path) -> No
     result = gen.generate(log, 60_000, seed=3, restarts=2)
     replay = Replay()
     replay.check(log)
-    assert sum(replay.counts.values()) == result.events >= 60_000
+    assert replay.events() == result.events >= 60_000
     assert len(replay.runs) == result.runs == 3
     # Realism: the whole cast shows up.
     for event in (
@@ -346,6 +361,17 @@ def test_a_generated_log_replays_by_the_coordinators_rules(tmp_path: Path) -> No
     assert replay.revocations > 0, "cooperative groups revoke, then rebalance again"
     assert replay.static_replaced_without_rebalance > 0
     assert replay.expiries_during_rebalance > 0, "a dead member holds a rebalance up until it expires"
+    # KIP-848 consumer groups, a share of them: every event, cause, group state and member state.
+    consumer = replay.consumer
+    for event in (
+        "group_created", "member_joined", "group_epoch_bumped", "target_assignment_computed", "member_reconciled",
+        "state_changed", "member_left", "member_expired", "group_emptied",
+    ):  # fmt: skip
+        assert consumer.counts[event] > 0, event
+    assert set(consumer.causes) == {"subscription_changed", "member_left", "member_expired", "left:left",
+                                    "left:expired"}  # fmt: skip
+    assert set(consumer.states) == {"Empty", "Assigning", "Reconciling", "Stable"}
+    assert set(consumer.member_states) == {"stable", "unrevoked_partitions", "unreleased_partitions"}
 
 
 def test_rare_twists_appear_in_a_bigger_log(tmp_path: Path) -> None:
@@ -357,6 +383,7 @@ def test_rare_twists_appear_in_a_bigger_log(tmp_path: Path) -> None:
         assert replay.causes[cause] > 0, cause
     assert replay.causes["left:rejoin_timeout"] > 0 and replay.causes["left:sync_timeout"] > 0
     assert replay.counts["offsets_expired"] > 0
+    assert replay.consumer.counts["group_deleted"] > 0, "consumer groups are deleted too"
 
 
 # -- determinism, files, bad lines, the command line ---------------------------------------------------------------
@@ -380,7 +407,7 @@ def test_several_files_are_several_brokers_with_their_own_groups(tmp_path: Path)
     for path in result.paths:
         replay = Replay()
         replay.check(path)
-        events += sum(replay.counts.values())
+        events += replay.events()
         groups.append({r["group_id"] for r in records(path)})
     assert events == result.events and abs(events - 20_000) < 100
     assert all(not (a & b) for i, a in enumerate(groups) for b in groups[i + 1 :]), "each group has one coordinator"
@@ -433,3 +460,15 @@ def test_tiny_logs(tmp_path: Path, events: int) -> None:
     result = gen.generate(log, events, seed=1)
     assert result.events >= events
     Replay().check(log)
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0])
+def test_the_share_of_consumer_groups(tmp_path: Path, share: float) -> None:
+    log = tmp_path / "events.jsonl"
+    gen.generate(log, 5000, seed=12, consumer_share=share)
+    replay = Replay()
+    replay.check(log)
+    consumer, classic = sum(replay.consumer.counts.values()), sum(replay.counts.values())
+    assert (consumer, classic) == ((0, replay.events()) if share == 0 else (replay.events(), 0))
+    with pytest.raises(ValueError, match="consumer_share"):
+        gen.generate(log, 10, consumer_share=1.5)

@@ -16,6 +16,7 @@ import html
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -63,7 +64,8 @@ def write_table(spark: SparkSession, out: Path, name: str, rows: Sequence[dict[s
 
 
 def sample_tables(spark: SparkSession, out: Path) -> None:
-    """Three groups over an hour: eager and cooperative rebalances, expiries, a restart, bad input lines."""
+    """Four groups over an hour: eager, cooperative and consumer-protocol (KIP-848) rebalances, expiries, a
+    restart, bad input lines."""
     causes = ["member_joined", "member_expired", "member_left", "member_rejoined", "forced"]
     rebalances = []
     for g, group in enumerate(["orders-etl", "payments-ledger", "clicks-indexer"]):
@@ -96,6 +98,19 @@ def sample_tables(spark: SparkSession, out: Path) -> None:
                     "partitions": 12,
                 }
             )
+    for i in range(20):  # a consumer group: its rebalances are short but for one, the slowest of all
+        start = T0 + i * 120_000 + 3_000
+        duration = 400_000 if i == 13 else 150 + 40 * i
+        rebalances.append(
+            {
+                "group_id": "orders-kip848", "run_id": "a1b2c3d4e5f6", "generation": i + 1,
+                "previous_generation": i, "cause": ["member_joined", "member_expired", "metadata_changed"][i % 3],
+                "trigger_member": f"m{i % 4}", "restarts": 0, "start_ms": start, "end_ms": start + duration,
+                "duration_ms": duration, "outcome": "stable", "members_before": 3, "members_after": 3,
+                "partitions_moved": i % 3, "unowned_partition_seconds": 0.3, "protocol": "uniform",
+                "rebalance_protocol": "consumer", "partitions": 12, "revocations": i % 2,
+            }
+        )  # fmt: skip
     write_table(spark, out, "rebalances", rebalances)
     members = [
         {
@@ -154,22 +169,24 @@ def sample_tables(spark: SparkSession, out: Path) -> None:
             "unowned_partition_seconds": 1000.0 * n,
             "causes": {"member_joined": n // 2, "member_expired": n - n // 2},
             "expirations": 6,
-            "eager": 0 if group == "payments-ledger" else n,
+            "eager": 0 if group in ("payments-ledger", "orders-kip848") else n,
             "cooperative": n if group == "payments-ledger" else 0,
+            "consumer": n if group == "orders-kip848" else 0,
         }
-        for group, n in (("orders-etl", 30), ("payments-ledger", 40), ("clicks-indexer", 50))
+        for group, n in (("orders-etl", 30), ("payments-ledger", 40), ("clicks-indexer", 50), ("orders-kip848", 20))
     ]
     summary.append(
         {
             "scope": "all",
             "group_id": None,
-            "rebalances": 120,
+            "rebalances": 140,
             **stats,
             "unowned_partition_seconds": 120_000.0,
             "causes": {c: 24 for c in causes},
             "expirations": 18,
             "eager": 80,
             "cooperative": 39,
+            "consumer": 20,
         }
     )
     write_table(spark, out, "summary", summary)
@@ -389,6 +406,11 @@ def test_the_report_from_tables_is_self_contained_and_renders_cleanly(spark: Spa
     assert "member_expired" in text and "forced" in text
     assert text.count("<tr>") + text.count("<tr ") > 20
     assert "5.01 min" in text  # the slowest rebalance, 300,012 ms + 17 * 30 ... in a person's unit
+    # The consumer protocol next to eager and cooperative: the counts, the groups' column, the slowest's tag.
+    assert "80 eager, 39 cooperative, 20 consumer" in text
+    assert "eager / coop / consumer" in groups
+    slowest = text.split('id="slowest"')[1].split('id="input"')[0]
+    assert "orders-kip848" in slowest and '<span class="tag consumer">consumer</span>' in slowest
     screenshot = check_in_browser(page)
     assert screenshot.exists()
 
@@ -421,4 +443,6 @@ def test_the_real_job_over_a_generated_log_then_its_report(spark: SparkSession, 
     assert_self_contained(text)
     assert f"{generated.bad_lines} of {generated.events + generated.bad_lines:,} lines were not used" in text
     assert "member_expired" in text and "cooperative" in text and "eager" in text
+    by_protocol = re.search(r"([\d,]+) eager, ([\d,]+) cooperative, ([\d,]+) consumer", text)
+    assert by_protocol is not None and all(int(n.replace(",", "")) > 0 for n in by_protocol.groups()), "all three"
     check_in_browser(page)

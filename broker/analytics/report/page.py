@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from broker.analytics.report.gather import ReportData
 from broker.analytics.report.plots import PLOTS
-from broker.analytics.report.style import CAUSE_COLORS, OTHER, duration
+from broker.analytics.report.style import CAUSE_COLORS, OTHER, PROTOCOLS, duration
 
 BAD_KINDS_HINT = "lines the job could not use; the examples give file:line"
 
@@ -56,6 +56,7 @@ pre.example { margin: 0 0 4px; padding: 4px 8px; background: var(--bg); border-r
 .tag { display: inline-block; padding: 0 7px; border-radius: 10px; font-size: 12px; background: #eef2f7; }
 .tag.eager { background: #e3ecf8; color: #2b5797; }
 .tag.cooperative { background: #fbeadf; color: #a4501b; }
+.tag.consumer { background: #def3f0; color: #1d6f65; }
 footer { margin-top: 28px; color: var(--muted); font-size: 12px; text-align: center; }
 @media (max-width: 800px) { .grid2, .kpis { grid-template-columns: 1fr 1fr; } main { padding: 16px; } }
 """
@@ -117,6 +118,12 @@ def _protocol_tag(value: str | None) -> str:
     return f'<span class="tag {_e(value)}">{_e(value)}</span>'
 
 
+def _by_protocol(summary: dict[str, object]) -> str:
+    """Rebalances by protocol: "3 eager, 1 cooperative, 5 consumer" (a summary row's counts)."""
+    counts = {p: summary.get(p) for p in PROTOCOLS}
+    return ", ".join(f"{int(n) if isinstance(n, int | float) else 0:,} {p}" for p, n in counts.items())
+
+
 def _bad_lines(data: ReportData) -> int:
     return sum(int(r["count"] or 0) for r in data.input_rows if r["kind"] not in ("lines", "parsed"))
 
@@ -156,10 +163,9 @@ def document(data: ReportData, images: dict[str, bytes]) -> str:
     elif data.input_rows:
         parts.append(f'<div class="banner ok">All {lines:,} lines were read and used.</div>')
 
-    eager, cooperative = int(o.get("eager") or 0), int(o.get("cooperative") or 0)
     parts.append('<div class="kpis">')
     parts += [
-        _kpi("Rebalances", _count(o.get("rebalances")), f"{eager:,} eager, {cooperative:,} cooperative"),
+        _kpi("Rebalances", _count(o.get("rebalances")), _by_protocol(o)),
         _kpi("Duration p50", duration(o.get("rebalance_ms_p50")), "rebalances that ended Stable"),
         _kpi(
             "Duration p95 / p99",
@@ -180,7 +186,8 @@ def document(data: ReportData, images: dict[str, bytes]) -> str:
 
     notes = {
         "rebalance_durations": "From the rebalance's start to the group's next stable generation, eager against "
-        "cooperative; a log scale, since restarts and dead members stretch a few to minutes.",
+        "cooperative against the consumer protocol (KIP-848: from the group epoch's bump to every member "
+        "reconciled); a log scale, since restarts and dead members stretch a few to minutes.",
         "detection_times": "For members evicted by their session timeout: the silence the coordinator waited "
         "through. Spikes sit at the groups' session timeouts.",
         "unowned_over_time": "Partitions that nobody consumed, averaged over each time bucket (stacked by "
@@ -262,14 +269,14 @@ def _groups_section(data: ReportData) -> str:
             duration(g.get("rebalance_ms_max")),
             _count(g.get("expirations")),
             f"{g.get('unowned_partition_seconds') or 0:,.0f}",
-            f"{int(g.get('eager') or 0):,} / {int(g.get('cooperative') or 0):,}",
+            " / ".join(f"{int(g.get(p) or 0):,}" for p in PROTOCOLS),
             _e(", ".join(f"{k} {v}" for k, v in sorted((g.get("causes") or {}).items(), key=lambda kv: -kv[1])[:3])),
         )
         for g in data.groups
     ]
     headers = [
         ("group", False), ("rebalances", True), ("p50", True), ("p99", True), ("max", True), ("expired", True),
-        ("unowned p-s", True), ("eager / coop", True), ("top causes", False),
+        ("unowned p-s", True), ("eager / coop / consumer", True), ("top causes", False),
     ]  # fmt: skip
     note = f"The {len(data.groups)} of {data.group_count:,} groups with the most rebalances."
     return f'<section id="groups"><h2>Groups</h2><p class="note">{_e(note)}</p>{_table_html(headers, rows)}</section>'

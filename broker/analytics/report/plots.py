@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from broker.analytics.report.gather import DURATION_BINS_PER_DECADE, ReportData
-from broker.analytics.report.style import CAUSE_COLORS, OTHER, PROTOCOL_COLORS, duration
+from broker.analytics.report.style import CAUSE_COLORS, OTHER, PROTOCOL_COLORS, PROTOCOLS, duration
 
 #: The plots, in page order: file stem -> title.
 PLOTS = {
@@ -58,7 +58,7 @@ def _plot_durations(data: ReportData) -> Figure:
     low = min(b for _, b, _ in data.durations)
     high = max(b for _, b, _ in data.durations) + 1
     edges = [10 ** (b / DURATION_BINS_PER_DECADE) for b in range(low, high + 1)]
-    order = ["eager", "cooperative", *sorted({p for p, _, _ in data.durations} - {"eager", "cooperative"})]
+    order = [*PROTOCOLS, *sorted({p for p, _, _ in data.durations} - set(PROTOCOLS))]
     for name in order:
         counts = dict.fromkeys(range(low, high), 0)
         for protocol, b, n in data.durations:
@@ -131,7 +131,7 @@ def _plot_unowned(data: ReportData) -> Figure:
     stacks: list[list[float]] = []
     labels: list[str] = []
     colors: list[str] = []
-    for name in ("eager", "cooperative", "none"):
+    for name in (*PROTOCOLS, "none"):
         per = dict.fromkeys(buckets, 0.0)
         for b, protocol, ups, _ in data.unowned:
             if protocol == name:

@@ -6,9 +6,13 @@ import math
 
 EAGER = "#3b6fb6"
 COOPERATIVE = "#e07b39"
+CONSUMER = "#2a9d8f"  # KIP-848 consumer groups
 OTHER = "#8c8c8c"
-PROTOCOL_COLORS = {"eager": EAGER, "cooperative": COOPERATIVE}
-#: By rebalance cause (``rebalance_started.cause``, docs/events.md).
+#: The rebalance protocols, in the order the report shows them: classic eager and cooperative, then consumer.
+PROTOCOLS = ("eager", "cooperative", "consumer")
+PROTOCOL_COLORS = {"eager": EAGER, "cooperative": COOPERATIVE, "consumer": CONSUMER}
+#: By rebalance cause (``rebalance_started.cause``, or a consumer group's ``group_epoch_bumped.cause``: the
+#: analysis calls a new member's bump ``member_joined`` too; docs/events.md, docs/analytics.md).
 CAUSE_COLORS = {
     "member_joined": "#3b6fb6",
     "member_rejoined": "#7fa7dc",
@@ -19,6 +23,10 @@ CAUSE_COLORS = {
     "static_member_replaced": "#edc948",
     "sync_timeout": "#ff9da7",
     "forced": "#76b7b2",
+    # consumer groups only
+    "subscription_changed": "#4e79a7",
+    "metadata_changed": "#a0cbe8",
+    "member_removed": "#f28e2b",
 }
 
 

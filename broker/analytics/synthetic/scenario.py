@@ -9,7 +9,10 @@
   rebalance timeout, a rebalance restarted while CompletingRebalance, kicks and forced rebalances through the
   control API, groups emptied, deleted (DeleteGroups, or offsets expired) and created again;
 - broker restarts: a graceful stop moves every group to Dead, and the next run (a new ``run_id``, ``seq`` from
-  1) starts with no groups, which the clients form again with new member ids.
+  1) starts with no groups, which the clients form again with new member ids;
+- KIP-848 consumer groups (``modern.py``), a quarter of them: the same deploys, crashes, restarts, scale-ups,
+  leaves and shutdowns, as epoch bumps, target assignments and reconciliations (no static members, kicks or
+  forced rebalances there; a graceful stop says nothing of them: the broker unloads them silently).
 
 Heartbeats and offset commits are not events (the latter only at debug level) and are not written.
 """
@@ -22,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.analytics.synthetic.coordinator import Coordinator
+from broker.analytics.synthetic.modern import ConsumerCoordinator
 from broker.analytics.synthetic.world import (
     A_DISTURB,
     A_EXPIRE,
@@ -58,7 +61,7 @@ _WEIGHTS = list(DISTURBANCE_WEIGHTS.values())
 FLUSH_LINES = 8192
 
 
-class SimulatedBroker(Coordinator):
+class SimulatedBroker(ConsumerCoordinator):
     """One broker's log: the simulation of its groups, run until it has written about ``events`` events."""
 
     def __init__(
@@ -94,6 +97,7 @@ class SimulatedBroker(Coordinator):
             self._sync_deadline,
             self._disturb,
             self._empty_next,
+            self._cg_heartbeat,
         ]
 
     # -- the loop ---------------------------------------------------------------------------------------
@@ -129,8 +133,9 @@ class SimulatedBroker(Coordinator):
     def _restart_broker(self) -> None:
         rng = self.rng
         if rng.random() < 0.75:
-            # A graceful stop unloads every group (coordinator.shutdown): each goes to Dead, in creation order.
-            for g in sorted((g for g in self.groups if g.exists), key=lambda g: g.created):
+            # A graceful stop unloads every group (coordinator.shutdown): each classic one goes to Dead, in
+            # creation order; consumer groups are dropped without a word (section 7.7).
+            for g in sorted((g for g in self.groups if g.exists and g.cg is None), key=lambda g: g.created):
                 self.emit(STATE_CHANGED, g, f',"from":"{g.state}","to":"{DEAD}","generation_id":{g.gen}')
         self.done_before += self.seq
         self.now += self.r(3000, 30_000)
@@ -211,6 +216,8 @@ class SimulatedBroker(Coordinator):
         statics = [m for m in alive if m.iid is not None]
         dynamics = [m for m in alive if m.iid is None]
         kind = rng.choices(_KINDS, _WEIGHTS)[0]
+        if g.cg is not None and kind in (STATIC_BOUNCE, STATIC_DOWN, KICK, FORCE):
+            kind = KILL  # the scenario's consumer groups have no static members, kicks or forced rebalances
         if kind in (STATIC_BOUNCE, STATIC_DOWN) and not statics:
             kind = RESTART
         if kind in (LEAVE, RESTART, SHUTDOWN) and not dynamics:
@@ -266,6 +273,13 @@ class SimulatedBroker(Coordinator):
         roll = rng.random()
         if roll < 0.6:
             self._start(g, None)
+            return
+        if g.cg is not None:
+            # DeleteGroups of a consumer group: no state change is written, only the deletion (section 8.4).
+            self._cg_emit(GROUP_DELETED, g, ',"reason":"deleted by DeleteGroups"')
+            g.reset()
+            g.processes = []
+            self.at(self.now + self.r(60_000, 7_200_000), g, A_START)
             return
         if roll < 0.85:
             reason = "deleted by DeleteGroups"

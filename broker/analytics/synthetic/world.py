@@ -2,7 +2,8 @@
 
 Everything a group, a member or a consumer process is, and the numbers the scenario draws from. The states and
 timeouts are Kafka's (``GroupState``, ``group.initial.rebalance.delay.ms``); the reasons are what the Java client
-sends (JoinGroup v8+, LeaveGroup v5+, KIP-800).
+sends (JoinGroup v8+, LeaveGroup v5+, KIP-800). A share of the groups are KIP-848 consumer groups
+(``ConsumerState``, docs/spec/consumer-groups.md), with the broker's default timers (section 11).
 """
 
 from __future__ import annotations
@@ -67,6 +68,19 @@ DISTURBANCE_WEIGHTS: dict[int, float] = {
     SHUTDOWN: 2.5,
 }
 
+# KIP-848 consumer groups: their share, and the broker's defaults for their timers (section 11, 7.1, 7.2).
+P_CONSUMER_GROUP = 0.25
+CONSUMER_SESSION_MS = 45_000
+CONSUMER_HEARTBEAT_MS = 5_000
+CONSUMER_ASSIGNOR = "uniform"
+# Consumer-group member states (section 3.3), as member_reconciled names them.
+M_STABLE = "stable"
+M_UNREVOKED = "unrevoked_partitions"
+M_UNRELEASED = "unreleased_partitions"
+# Consumer-group states (section 3.4).
+ASSIGNING = "Assigning"
+RECONCILING = "Reconciling"
+
 # Chances of the rarer twists.
 P_SECOND_VICTIM = 0.2  # a SIGKILL takes two members (one host)
 P_REPLACEMENT = 0.6  # a SIGKILLed process is restarted (k8s) and joins again
@@ -88,7 +102,8 @@ P_COMPLETING_RESTART = 0.05  # something happens while the leader computes the a
     A_SYNC_DEADLINE,
     A_DISTURB,
     A_EMPTY_NEXT,
-) = range(12)
+    A_CG_HEARTBEAT,
+) = range(13)
 
 
 @dataclass(slots=True)
@@ -141,11 +156,40 @@ class Member:
         return Process(self.cid, self.host_js[1:-1], self.iid)
 
 
+class ConsumerState:
+    """The coordinator's view of a consumer group beyond ``Group``'s: epochs, targets, owners (sections 3.1, 3.5)."""
+
+    __slots__ = ("assignment_epoch", "group_epoch", "owners", "targets")
+
+    def __init__(self) -> None:
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.targets: dict[str, list[int]] = {}  # member id -> its target partitions, sorted
+        self.owners: dict[int, str] = {}  # partition code -> the member that has it assigned or pending
+
+
+class ConsumerMember(Member):
+    """A member of a KIP-848 consumer group (section 3.2): ``Member`` for the scenario (never static here), and
+    the coordinator's view of it: its epoch, its state and what it owns."""
+
+    __slots__ = ("assigned", "epoch", "hb_due", "pending", "revoked", "state")
+
+    def __init__(self, member_id: str, cid: str, host: str) -> None:
+        super().__init__(member_id, None, cid, host)
+        self.epoch = 0
+        self.state = M_STABLE
+        self.assigned: list[int] = []  # partition codes, sorted
+        self.pending: list[int] = []  # pending revocation: still owned (section 3.5)
+        self.revoked = False  # it has let its pending partitions go: its next heartbeat says so
+        self.hb_due = False  # a heartbeat of it is scheduled
+
+
 class Group:
     """A consumer group: its fixed shape (topics, protocol, timeouts, size) and the coordinator's state of it."""
 
     __slots__ = (
         "activity",
+        "cg",
         "coop",
         "created",
         "disturb_pending",
@@ -181,15 +225,21 @@ class Group:
         "waiting",
     )
 
-    def __init__(self, gid: str, rng: random.Random) -> None:
+    def __init__(self, gid: str, rng: random.Random, consumer_share: float = P_CONSUMER_GROUP) -> None:
+        """``consumer_share``: the chance that it is a KIP-848 consumer group."""
         self.gid = gid
         self.js = f'"{gid}"'
         chosen = sorted(rng.sample(TOPICS, 2 if rng.random() < 0.3 else 1))
         self.tnames = [name for name, _ in chosen]
         self.tkey = "+".join(self.tnames)
         self.parts = [(t << 12) | p for t, (_, count) in enumerate(chosen) for p in range(count)]
-        self.coop = rng.random() < 0.4
-        if self.coop:
+        consumer = rng.random() < consumer_share
+        self.coop = not consumer and rng.random() < 0.4
+        if consumer:
+            self.proto = CONSUMER_ASSIGNOR
+            self.protocols_js = "null"
+            self.reb_proto_js = '"consumer"'
+        elif self.coop:
             self.proto = "cooperative-sticky"
             self.protocols_js = '["cooperative-sticky"]'
             self.reb_proto_js = '"cooperative"'
@@ -199,16 +249,19 @@ class Group:
             self.protocols_js = '["range","cooperative-sticky"]' if rng.random() < 0.5 else '["range"]'
             self.reb_proto_js = '"eager"'
         self.proto_js = f'"{self.proto}"'
-        self.static = rng.random() < 0.2
+        self.static = not consumer and rng.random() < 0.2
         self.reason = rng.random() < 0.7  # a Java client (JoinGroup v8+): requests carry reasons
         self.rejoin_js = f'"{REJOIN_REASON}"' if self.reason else "null"
         self.session = rng.choice((10_000, 10_000, 30_000, 45_000, 45_000))
         self.rto = rng.choice((300_000, 300_000, 60_000))
         self.hb = min(3000, self.session // 3)
+        if consumer:  # the broker's timers, not the client's (section 7)
+            self.session, self.hb = CONSUMER_SESSION_MS, CONSUMER_HEARTBEAT_MS
         self.size = rng.choices(SIZES, SIZE_WEIGHTS)[0]
         self.activity = rng.lognormvariate(0.0, 1.0)  # a few groups flap a lot, most are quiet
         self.processes: list[Process] = []
         self.next_client = 1
+        self.cg: ConsumerState | None = ConsumerState() if consumer else None
         self.reset()
 
     def reset(self) -> None:
@@ -227,6 +280,8 @@ class Group:
         self.waiting = 0  # members that have not (re)joined the current rebalance
         self.epoch = 0
         self.disturb_pending = False
+        if self.cg is not None:
+            self.cg = ConsumerState()
 
 
 def group_ids(count: int, offset: int, stride: int) -> list[str]:

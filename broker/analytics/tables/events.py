@@ -4,6 +4,13 @@ A group's history is sequential (is the group rebalancing? who owns partition 3?
 window functions over one partitioning, (``group_id``, ``run_id``) ordered by ``seq``: one shuffle of the events,
 after which the forward windows (running sums and "last seen" values) and one backward window ("next ... after
 this event") are sorts within those partitions.
+
+Both group protocols have episodes. Classic: from a ``rebalance_started`` to the ``sync_completed`` that makes the
+group Stable. Consumer groups (KIP-848, records with ``group_type`` "consumer"; docs/spec/consumer-groups.md): from
+a ``group_epoch_bumped`` (section 6.1: every change of membership, subscription or metadata) to the group Stable
+again, every member reconciled to the new target (section 3.4): the ``state_changed`` to Stable, or, when the
+group never left Stable (a single member that reconciles in the very heartbeat that bumped the epoch: the broker
+reports no change of state), that member's ``member_reconciled`` at the new epoch.
 """
 
 from __future__ import annotations
@@ -19,11 +26,18 @@ from broker.events.names import (
     COMMON,
     GROUP_DELETED,
     GROUP_EMPTIED,
+    GROUP_EPOCH_BUMPED,
     JOIN_COMPLETED,
+    MEMBER_JOINED,
+    MEMBER_RECONCILED,
     REBALANCE_STARTED,
     STATE_CHANGED,
     SYNC_COMPLETED,
+    TARGET_ASSIGNMENT_COMPUTED,
 )
+
+#: ``group_type`` of a consumer group's records (version 2); a classic group's records have none.
+CONSUMER = "consumer"
 
 #: The columns of the events the windows need (the rest of the schema is dropped before caching).
 _EVENT_COLUMNS = (
@@ -48,7 +62,22 @@ _EVENT_COLUMNS = (
     "rebalance_ms",
     "rebalance_protocol",
     "to",
+    # version 2: consumer groups
+    "group_type",
+    "group_epoch",
+    "assignment_epoch",
+    "member_epoch",
+    "assignor",
+    "assigned",
+    "pending_revocation",
+    "timer",
+    "timeout_ms",
 )
+
+
+def is_consumer() -> Column:
+    """The record is a consumer group's (KIP-848); false for classic groups and version-1 records."""
+    return F.coalesce(F.col("group_type") == CONSUMER, F.lit(False))
 
 
 @dataclass
@@ -70,7 +99,11 @@ def sequence_events(classified: DataFrame) -> Events:
     - ``sync_no``: the number of ``sync_completed`` so far; ``prev_sync_valid``: the last one belongs to this
       incarnation;
     - ``next_start``, ``next_sync``, ``next_gend``: the nearest later episode start, sync and group end, as
-      structs of (seq, ts_ms, ep, kind); ``last_ep``: the last episode of the (group, run).
+      structs of (seq, ts_ms, ep, kind); ``last_ep``: the last episode of the (group, run);
+    - consumer groups: ``consumer``, ``revoking_n`` (partitions a ``member_reconciled`` leaves pending revocation)
+      and ``target_moved`` (a ``target_assignment_computed``'s moves); a ``group_epoch_bumped`` in the heartbeat
+      of its member's ``member_joined`` has the cause ``member_joined`` (the broker says ``subscription_changed``:
+      from none to one).
     """
     rows = classified.where(F.col(KIND) == OK)
     ordered = Window.partitionBy(*GROUP_RUN).orderBy("seq", "file", "block", "rid")
@@ -86,15 +119,53 @@ def sequence_events(classified: DataFrame) -> Events:
     )
     events = marked.where(~F.col("dup")).select(
         *_EVENT_COLUMNS,
-        F.when(is_event(REBALANCE_STARTED), F.expr("try_cast(members AS INT)"))
+        F.when(is_event(REBALANCE_STARTED) | is_event(TARGET_ASSIGNMENT_COMPUTED), F.expr("try_cast(members AS INT)"))
         .when(is_event(JOIN_COMPLETED), F.size(F.from_json("members", "array<string>")))
         .alias("members_n"),
         size_or_null("moved").alias("moved_n"),
+        F.when(is_event(TARGET_ASSIGNMENT_COMPUTED), F.col("moved")).alias("target_moved"),
+        F.when(
+            is_event(MEMBER_RECONCILED) & F.col("pending_revocation").isNotNull(),
+            F.aggregate(
+                F.map_values("pending_revocation"),
+                F.lit(0),
+                lambda total, parts: total + F.coalesce(F.size(parts), F.lit(0)),
+            ),
+        ).alias("revoking_n"),
     )
 
     w = Window.partitionBy(*GROUP_RUN).orderBy("seq")
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    events = events.withColumn("consumer", is_consumer())
+    # A new consumer-group member's first heartbeat bumps the epoch for its subscription (section 6.1): a join.
+    joined_before = (F.lag("event").over(w) == MEMBER_JOINED) & (F.lag("member_id").over(w) == F.col("member_id"))
+    events = events.withColumn(
+        "cause",
+        F.when(
+            is_event(GROUP_EPOCH_BUMPED) & F.coalesce(joined_before, F.lit(False)), F.lit("member_joined")
+        ).otherwise(F.col("cause")),
+    )
+    # Consumer groups: the last group epoch bumped and the last target computed (its epoch and members), for the
+    # Stable that the broker does not report because the state never left it (the module's docstring).
+    events = events.withColumn(
+        "last_bump", F.last(F.when(is_event(GROUP_EPOCH_BUMPED), F.col("group_epoch")), ignorenulls=True).over(upto)
+    ).withColumn(
+        "last_target",
+        F.last(
+            F.when(is_event(TARGET_ASSIGNMENT_COMPUTED), F.struct("assignment_epoch", "members_n")), ignorenulls=True
+        ).over(upto),
+    )
+    quietly_stable = (
+        is_event(MEMBER_RECONCILED)
+        & (F.col("state") == "stable")
+        & (F.col("member_epoch") == F.col("last_bump"))
+        & (F.col("last_target.assignment_epoch") == F.col("last_bump"))
+        & (F.col("last_target.members_n") == 1)
+    )
+    consumer_stable = F.col("consumer") & (
+        (is_event(STATE_CHANGED) & (F.col("to") == "Stable")) | F.coalesce(quietly_stable, F.lit(False))
+    )
     # Deleting a group emits state_changed(to Dead) then group_deleted; a Dead without group_deleted after it is
     # the broker unloading the group (shutdown): every interval open then ends as "unloaded".
     events = events.withColumn("next_event", F.lead("event").over(w))
@@ -105,14 +176,14 @@ def sequence_events(classified: DataFrame) -> Events:
         "unloaded",
     )
     end_kind = (
-        F.when(is_event(SYNC_COMPLETED), "stable")
+        F.when(is_event(SYNC_COMPLETED) | consumer_stable, "stable")
         .when((is_event(JOIN_COMPLETED) & (F.col("state") == "Empty")) | is_event(GROUP_EMPTIED), "empty")
         .otherwise(gend_kind)
     )
     events = (
         events.withColumn("gend_kind", gend_kind)
         .withColumn("end_kind", end_kind)
-        .withColumn("is_start", is_event(REBALANCE_STARTED))
+        .withColumn("is_start", is_event(REBALANCE_STARTED) | is_event(GROUP_EPOCH_BUMPED))
         .withColumn("is_sync", is_event(SYNC_COMPLETED))
         .withColumn("marker", F.when(F.col("is_start"), 1).when(F.col("end_kind").isNotNull(), 0))
     )
@@ -148,6 +219,6 @@ def sequence_events(classified: DataFrame) -> Events:
         .withColumn("next_sync", next_where(F.col("is_sync"), F.lit("moved")))
         .withColumn("next_gend", next_where(F.col("gend_kind").isNotNull(), F.col("gend_kind")))
         .withColumn("last_ep", F.max("ep").over(Window.partitionBy(*GROUP_RUN)))
-        .drop("marker", "in_before", "next_event", "last_sync_seq", "last_gend_seq")
+        .drop("marker", "in_before", "next_event", "last_sync_seq", "last_gend_seq", "last_bump", "last_target")
     )
     return Events(events, duplicates)

@@ -1,4 +1,8 @@
-"""The ownership table: who owned each topic-partition, from which sync to which end, from the assignments."""
+"""The ownership table: who owned each topic-partition, from which sync to which end, from the assignments.
+
+Classic groups here, from ``sync_completed.assignments``; consumer groups (KIP-848) from their members'
+reconciliations, in ``consumer.py``; the table is both.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,14 @@ from pyspark.sql import functions as F
 
 from broker.analytics.schema import OWNERSHIP
 from broker.analytics.tables.columns import GROUP_RUN, as_int, typed
+from broker.analytics.tables.consumer import consumer_ownership
 
 
 @dataclass
 class Ownership:
-    intervals: DataFrame  # the ownership table's columns, plus ``first`` and ``end_point`` (internal)
+    intervals: DataFrame  # classic groups: the table's columns, plus ``first`` and ``end_point`` (internal)
     syncs: DataFrame  # per (group, run, sync_no): ``owned`` partitions and how many of them ``kept`` owned
+    consumer: DataFrame  # consumer groups: the table's columns, plus their internals (``consumer_ownership``)
 
 
 def ownership_table(events: DataFrame, members: DataFrame) -> Ownership:
@@ -149,8 +155,8 @@ def ownership_table(events: DataFrame, members: DataFrame) -> Ownership:
         "first",
         "end_point",
     )
-    return Ownership(intervals, per_sync)
+    return Ownership(intervals, per_sync, consumer_ownership(events, members))
 
 
 def ownership_output(ownership: Ownership) -> DataFrame:
-    return typed(ownership.intervals, OWNERSHIP)
+    return typed(ownership.intervals, OWNERSHIP).unionByName(typed(ownership.consumer, OWNERSHIP))

@@ -36,6 +36,7 @@ def summary_table(rebalances: DataFrame, members: DataFrame) -> DataFrame:
             F.round(F.sum("unowned_partition_seconds"), 3).alias("unowned_partition_seconds"),
             F.sum(as_int(F.col("rebalance_protocol") == "eager")).alias("eager"),
             F.sum(as_int(F.col("rebalance_protocol") == "cooperative")).alias("cooperative"),
+            F.sum(as_int(F.col("rebalance_protocol") == "consumer")).alias("consumer"),
         )
 
     def causes(keys: list[str]) -> DataFrame:
@@ -67,7 +68,7 @@ def summary_table(rebalances: DataFrame, members: DataFrame) -> DataFrame:
     # A group with members but no rebalance (or the reverse) has zeros, not nulls, for what it counts.
     both = (
         groups.unionByName(overall)
-        .fillna(0, subset=["rebalances", "expirations", "eager", "cooperative"])
+        .fillna(0, subset=["rebalances", "expirations", "eager", "cooperative", "consumer"])
         .fillna(0.0, subset=["unowned_partition_seconds"])
         .withColumn("causes", F.coalesce("causes", F.create_map().cast("map<string,bigint>")))
     )
