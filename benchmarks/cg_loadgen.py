@@ -27,7 +27,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from benchmarks import wire
-from benchmarks.loadgen import CLIENT_ID, Client, HeartbeatPipe, connect_many
+from benchmarks.loadgen import CLIENT_ID, Client, HeartbeatPipe, connect_many, drive_pipes
 
 # What librdkafka sends as RebalanceTimeoutMs: max.poll.interval.ms, 300000 by default (section 12.1).
 REBALANCE_TIMEOUT_MS = 300_000
@@ -434,28 +434,4 @@ async def cg_heartbeats(
         )
         resent += await _warm_up(pipe, mine, version, topic)
         pipes.append(pipe)
-    if barrier is not None:
-        await loop.run_in_executor(None, barrier.wait)
-    started = time.perf_counter()
-    cpu_started = time.process_time()
-    for pipe in pipes:
-        pipe.start(started + seconds)
-    await asyncio.wait_for(asyncio.gather(*(p.done for p in pipes)), seconds + 30)
-    finished = max(p.last_answer_at for p in pipes)
-    cpu_seconds = time.process_time() - cpu_started
-    for pipe in pipes:
-        if pipe.transport is not None:
-            pipe.transport.close()
-    codes: dict[int, int] = {}
-    for pipe in pipes:
-        for code, n in pipe.error_codes.items():
-            codes[code] = codes.get(code, 0) + n
-    return {
-        "answers": sum(p.answers for p in pipes),
-        "errors": sum(p.errors for p in pipes),
-        "error_codes": codes,
-        "seconds": finished - started,
-        "cpu_seconds": cpu_seconds,
-        "lost": [p.lost for p in pipes if p.lost],
-        "resync_with_assignment": resent,
-    }
+    return {**await drive_pipes(pipes, barrier, seconds), "resync_with_assignment": resent}

@@ -509,8 +509,14 @@ async def heartbeats(
             partial(HeartbeatPipe, frames, window, refill, [answer], offset), host, port
         )
         pipes.append(pipe)
+    return await drive_pipes(pipes, barrier, seconds)
+
+
+async def drive_pipes(pipes: Sequence[HeartbeatPipe], barrier: Any, seconds: float) -> dict[str, Any]:
+    """Run connected pipes together for ``seconds`` (after the barrier, when several generators start at once) and
+    sum what they measured: the shared tail of the classic and the consumer-group heartbeat jobs."""
     if barrier is not None:
-        await loop.run_in_executor(None, barrier.wait)
+        await asyncio.get_running_loop().run_in_executor(None, barrier.wait)
     started = time.perf_counter()
     cpu_started = time.process_time()
     for pipe in pipes:

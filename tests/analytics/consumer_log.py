@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from broker.coordinator.coordinator import GroupCoordinator
 from broker.events.hub import EventHub, Record
 from tests.coordinator.modern.harness import Consumer, ConsumerHarness
 
@@ -27,15 +26,7 @@ class Recorded(ConsumerHarness):
         super().__post_init__()
         self.hub = EventHub(self.clock)
         self.hub.subscribe(self.records.append)
-        counter = iter(range(1, 1 << 30))
-        self.coordinator = GroupCoordinator(
-            self.config,
-            self.clock,
-            self.purgatory,
-            new_uuid=lambda: f"00000000-0000-0000-0000-{next(counter):012x}",
-            events=self.hub,
-            topics=self.catalog,
-        )
+        self.coordinator = self.build_coordinator(events=self.hub)
 
     def at(self, ms: int) -> None:
         """Move the clock to ``ms`` from the start (timers due on the way fire)."""

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.messages import LeavingMember
 from broker.coordinator.modern import groups as groups_module
 from broker.coordinator.modern import heartbeat as heartbeat_module
@@ -33,15 +32,7 @@ class RefereedHarness(ConsumerHarness):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.hub = EventHub(self.clock, ring_size=100_000, buffer_total=100_000)
-        counter = iter(range(1, 1 << 30))
-        self.coordinator = GroupCoordinator(
-            self.config,
-            self.clock,
-            self.purgatory,
-            new_uuid=lambda: f"00000000-0000-0000-0000-{next(counter):012x}",
-            topics=self.catalog,
-            events=self.hub,
-        )
+        self.coordinator = self.build_coordinator(events=self.hub)
 
     def records(self, group_id: str = GROUP) -> list[Record]:
         return list(self.hub.history(group_id) or ())

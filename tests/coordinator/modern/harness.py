@@ -26,6 +26,7 @@ from broker.coordinator.messages import (
 from broker.coordinator.modern.group import ConsumerGroup
 from broker.coordinator.modern.member import ConsumerMember
 from broker.coordinator.modern.types import Assignment, ConsumerGroupState, MemberState, StaticCatalog, TopicId
+from broker.events.hub import GroupEvents
 from broker.timing.keys import consumer_rebalance_key, consumer_session_key
 from broker.timing.purgatory import Purgatory
 from tests.coordinator.harness import GROUP, E, Harness
@@ -75,13 +76,19 @@ class ConsumerHarness(Harness):
             self.create_topic(name, partitions)
         self.purgatory = Purgatory(self.clock)
         self.clock.attach(self.purgatory)
+        self.coordinator = self.build_coordinator()
+
+    def build_coordinator(self, events: GroupEvents | None = None) -> GroupCoordinator:
+        """A coordinator on this harness's clock, purgatory and catalog, with numbered member ids; ``events`` for
+        harnesses that read the events back."""
         counter = iter(range(1, 1 << 30))
-        self.coordinator = GroupCoordinator(
+        return GroupCoordinator(
             self.config,
             self.clock,
             self.purgatory,
             new_uuid=lambda: f"00000000-0000-0000-0000-{next(counter):012x}",
             topics=self.catalog,
+            events=events,
         )
 
     # -- topics --------------------------------------------------------------------------------------------
