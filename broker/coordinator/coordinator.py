@@ -119,6 +119,9 @@ class GroupCoordinator:
         )
         self._consumer = consumer
         self._consumer_heartbeats = ConsumerHeartbeatHandler(consumer, classic, _member_id_of(new_member_uuid))
+        # The steady-beat hot path reads one attribute, kept by the config setter and shutdown.
+        self._steady_beats_served = config.consumer_protocol_enabled
+        self._steady = self._consumer_heartbeats.steady
         self.consumer_groups: dict[str, ConsumerGroup] = consumer.groups  # every consumer group by id
         self._offsets = OffsetManager(classic, consumer)
         self._verbs = ControlVerbs(classic, rebalancer, sessions, joins, new_member_uuid)
@@ -146,6 +149,7 @@ class GroupCoordinator:
     def config(self, config: GroupConfig) -> None:
         self._classic.config = config
         self._consumer.config = config
+        self._steady_beats_served = self.active and config.consumer_protocol_enabled
 
     # -- membership (sections 7-10) ---------------------------------------------------------------------
 
@@ -240,10 +244,10 @@ class GroupCoordinator:
     def consumer_heartbeat_steady(self, group_id: str, member_id: str, epoch: int, client_id: str) -> int | None:
         """The hot path: a reconciled member's beat with every optional field null. The heartbeat interval to
         answer with, or None when the full ``consumer_heartbeat`` must handle it (nothing was changed then)."""
-        if not self.active or not self.config.consumer_protocol_enabled:
+        if not self._steady_beats_served:
             return None
         try:
-            return self._consumer_heartbeats.steady(group_id, member_id, epoch, client_id)
+            return self._steady(group_id, member_id, epoch, client_id)
         except Exception:
             self._consumer.failures += 1
             self.log.exception("ConsumerGroupHeartbeat failed", group_id=group_id, member_id=member_id)
@@ -438,6 +442,7 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Give up every group as Kafka does when it loses the offsets partition (section 16)."""
         self.active = False
+        self._steady_beats_served = False
         self._classic.unload_all()
         self._consumer.unload_all()
 

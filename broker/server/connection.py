@@ -169,6 +169,7 @@ class Connection(asyncio.Protocol):
         # Every answer of one pass goes out in the final flush, so the pass's length is each one's latency.
         started = perf_counter()
         heartbeats = heartbeat_version = 0  # counted apart from the rest: a local int is the cheapest tally
+        steady_beats = steady_version = 0  # likewise the consumer groups' steady ConsumerGroupHeartbeats
         answered: list[tuple[int, int]] = []  # (api key, version) of every other answer this pass wrote
         try:
             queue = self._queue
@@ -210,7 +211,8 @@ class Connection(asyncio.Protocol):
                             )
                             if interval is not None:
                                 self._out.append(encode_steady_answer(correlation_id, raw_member_id, epoch, interval))
-                                answered.append((_CONSUMER_HEARTBEAT, version))
+                                steady_beats += 1
+                                steady_version = version
                                 continue
                 done = self._handle(frame, started)
                 if done is not None:
@@ -225,11 +227,13 @@ class Connection(asyncio.Protocol):
             log.exception("connection failed", peer=self.peer, client_id=self._client_id)
             self.close("internal error between requests")
         finally:
-            if heartbeats or answered:
+            if heartbeats or answered or steady_beats:
                 stats = self._server.request_stats
                 elapsed = perf_counter() - started
                 if heartbeats:
                     stats.record(_HEARTBEAT, heartbeat_version, elapsed, heartbeats)
+                if steady_beats:
+                    stats.record(_CONSUMER_HEARTBEAT, steady_version, elapsed, steady_beats)
                 if answered:
                     stats.record_pass(elapsed, answered)
 
