@@ -79,6 +79,16 @@ class LogDefaults:
     max_message_bytes: int = 1_048_588
 
 
+def new_topic_id() -> uuid.UUID:
+    """A random topic id as Kafka's ``Uuid.randomUuid`` makes them: never one whose URL-safe base64 form starts with
+    ``-`` (Kafka's command-line tools would read it as a flag). A version-4 uuid is never the zero id or the
+    metadata topic's ...0001, the other two Kafka never hands out."""
+    while True:
+        topic_id = uuid.uuid4()
+        if topic_id.bytes[0] >> 2 != 62:  # 62 is "-" in the URL-safe base64 alphabet
+            return topic_id
+
+
 class Topic:
     __slots__ = ("configs", "defaults", "logs", "name", "topic_id")
 
@@ -86,7 +96,7 @@ class Topic:
         self, name: str, partitions: int, budget: StorageBudget, defaults: LogDefaults, configs: Mapping[str, str]
     ) -> None:
         self.name = name
-        self.topic_id = uuid.uuid4()
+        self.topic_id = new_topic_id()
         self.defaults = defaults
         self.configs = dict(configs)
         self.logs = [PartitionLog(budget) for _ in range(partitions)]
