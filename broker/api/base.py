@@ -6,7 +6,7 @@ import datetime
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
@@ -16,6 +16,9 @@ from broker.coordinator.messages import Client, PartitionErrors
 from broker.storage.delayed_fetch import DelayedFetches
 from broker.storage.topics import TopicRegistry
 from protocol.codec import build, nested
+
+if TYPE_CHECKING:
+    from broker.config.settings import Settings
 
 NO_THROTTLE = datetime.timedelta(0)
 # AuthorizedOperations when none were asked for (Kafka's Integer.MIN_VALUE).
@@ -71,6 +74,8 @@ class ApiContext:
     fetches: DelayedFetches
     # Kafka hands out producer ids from 0 upward, in blocks; one broker needs only the counter.
     producer_ids: Iterator[int] = field(default_factory=itertools.count)
+    # What the broker runs with, for DescribeConfigs on the broker (broker/api/configs.py); None in bare tests.
+    settings: Settings | None = None
 
 
 @dataclass(slots=True, frozen=True)

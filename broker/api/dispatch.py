@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from broker.api import (
+    cluster_admin,
+    configs,
     consumer_groups,
     fetch,
     find_coordinator,
@@ -29,6 +31,14 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType(
         ApiKey.CREATE_TOPICS: topic_admin.create_topics,
         ApiKey.DELETE_TOPICS: topic_admin.delete_topics,
         ApiKey.CREATE_PARTITIONS: topic_admin.create_partitions,
+        ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
+        ApiKey.ALTER_CONFIGS: configs.alter_configs,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+        ApiKey.DELETE_RECORDS: cluster_admin.delete_records,
+        ApiKey.DESCRIBE_CLUSTER: cluster_admin.describe_cluster,
+        ApiKey.DESCRIBE_ACLS: cluster_admin.describe_acls,
+        ApiKey.CREATE_ACLS: cluster_admin.create_acls,
+        ApiKey.DELETE_ACLS: cluster_admin.delete_acls,
         ApiKey.METADATA: metadata.metadata,
         ApiKey.FIND_COORDINATOR: find_coordinator.find_coordinator,
         ApiKey.JOIN_GROUP: membership.join_group,

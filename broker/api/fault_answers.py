@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
 from broker.api.base import ERROR_MESSAGES, NO_THROTTLE, partition_errors
+from broker.api.configs import error_answer as configs_error_answer
 from broker.api.consumer_groups import describe_error_response, heartbeat_response
 from broker.api.membership import join_response, sync_response
 from broker.coordinator.messages import ConsumerHeartbeatResult, JoinResult, SyncResult
@@ -48,6 +49,8 @@ def error_response(api_key: int, version: int, body: Any, error: ErrorCode) -> A
             build(coordinator_cls, key=key, error_message=message, **nowhere) for key in body.coordinator_keys
         )
         return build(cls, throttle_time=NO_THROTTLE, coordinators=entries)
+    if api_key in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        return configs_error_answer(api_key, version, body, error)
     raise ValueError(f"no error response for api key {api_key}")
 
 

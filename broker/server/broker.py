@@ -170,7 +170,7 @@ class BrokerServer:
         listener.api = (
             dataclasses.replace(self.listeners[0].api, identity=identity)
             if self.listeners
-            else ApiContext(self.coordinator, self.topics, identity, self.fetches)
+            else ApiContext(self.coordinator, self.topics, identity, self.fetches, settings=self.settings)
         )
         self.listeners.append(listener)
 

@@ -259,7 +259,9 @@ class PartitionLog:
             self._budget.release(freed)
             self._charged -= freed
             self.size_bytes = remaining
-            self.log_start_offset = self._batches[0].base_offset if self._batches else self.next_offset
+            # Never backward: DeleteRecords may have moved it into the middle of the first batch left.
+            first = self._batches[0].base_offset if self._batches else self.next_offset
+            self.log_start_offset = max(self.log_start_offset, first)
             self._forget_producers_without_batches()
         return dropped
 
@@ -277,3 +279,20 @@ class PartitionLog:
         self._last_offsets.clear()
         self._starts.clear()
         self.size_bytes = 0
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (Kafka's
+        ``UnifiedLog.maybeIncrementLogStartOffset``, never backward) and drop the batches wholly below it, as Kafka
+        deletes the segments the new start leaves behind. The caller checks ``offset`` against the high watermark.
+        Returns the log start offset, the answer's low watermark."""
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            dropped = bisect.bisect_left(self._last_offsets, offset)  # batches whose last offset is below it
+            if dropped:
+                freed = sum(stored.charge for stored in self._batches[:dropped])
+                self.size_bytes -= sum(len(stored.data) for stored in self._batches[:dropped])
+                del self._batches[:dropped], self._last_offsets[:dropped], self._starts[:dropped]
+                self._budget.release(freed)
+                self._charged -= freed
+            self._forget_producers_without_batches()
+        return self.log_start_offset

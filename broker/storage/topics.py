@@ -124,6 +124,11 @@ class Topic:
     def max_message_bytes(self) -> int:
         return self._int_config("max.message.bytes", self.defaults.max_message_bytes)
 
+    def replace_configs(self, configs: Mapping[str, str]) -> None:
+        """AlterConfigs and IncrementalAlterConfigs: the topic's whole set of overrides, already checked. Retention
+        and Produce read them on their next use."""
+        self.configs = dict(configs)
+
 
 def is_valid_topic_name(name: str) -> bool:
     """Kafka's rule: 1-249 characters of [a-zA-Z0-9._-], and not '.' or '..'."""

@@ -1,0 +1,158 @@
+"""DescribeCluster (60), DeleteRecords (21) and the ACL APIs (DescribeAcls 29, CreateAcls 30, DeleteAcls 31).
+
+Versions, as Kafka 4.0 serves them:
+- DescribeCluster 0-2: v1 adds EndpointType (KIP-919; a broker listener answers only type 1, brokers), v2 adds
+  IncludeFencedBrokers and Broker.IsFenced (KIP-1073; this broker is never fenced). Answered as
+  ``KafkaApis.handleDescribeCluster`` and ``AuthHelper.computeDescribeClusterResponse`` do.
+- DeleteRecords 0-2 (v2 is flexible): ``KafkaApis.handleDeleteRecordsRequest``, ``ReplicaManager.deleteRecords``,
+  ``Partition.deleteRecordsOnLeader`` and ``UnifiedLog.maybeIncrementLogStartOffset``. With one replica the
+  low watermark is this log's start offset at once, so the timeout never comes into play.
+- DescribeAcls, CreateAcls, DeleteAcls 1-3 (KIP-896 removed v0): this broker has no authorizer, so every one is
+  answered SECURITY_DISABLED as ``AclApis`` does without one. The texts differ on purpose: Kafka's DescribeAcls
+  says "No Authorizer is configured on the broker", Create and Delete "No Authorizer is configured.".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i32, i64
+
+from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call
+from protocol.apis import ApiKey
+from protocol.codec import build, nested, response_schema
+
+# EndpointType (KIP-919): 1 brokers, 2 controllers; anything else is UNKNOWN.
+_BROKER_ENDPOINT, _CONTROLLER_ENDPOINT = 1, 2
+_ENDPOINT_NAMES = {_BROKER_ENDPOINT: "BROKER", _CONTROLLER_ENDPOINT: "CONTROLLER"}
+# AclOperation codes of what Kafka's AclEntry.supportedOperations lists for the CLUSTER resource (CREATE, ALTER,
+# DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE): without an authorizer
+# AuthHelper.authorizedOperations answers all of them.
+ALL_CLUSTER_OPERATIONS = i32(sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12)))
+# DeleteRecordsRequest.HIGH_WATERMARK and DeleteRecordsResponse.INVALID_LOW_WATERMARK.
+_HIGH_WATERMARK = -1
+_INVALID_LOW_WATERMARK = i64(-1)
+DESCRIBE_ACLS_DISABLED = "No Authorizer is configured on the broker"
+ALTER_ACLS_DISABLED = "No Authorizer is configured."
+
+
+def describe_cluster(ctx: ApiContext, call: Call, body: Any) -> Any:
+    version = call.api_version
+    cls = response_schema(ApiKey.DESCRIBE_CLUSTER, version)
+    requested = int(getattr(body, "endpoint_type", _BROKER_ENDPOINT))  # v0 has none: brokers
+    refusal: tuple[ErrorCode, str] | None = None
+    if requested not in _ENDPOINT_NAMES:
+        # The unknown type is checked before the mismatch; v0 cannot carry these codes, so INVALID_REQUEST.
+        refusal = (ErrorCode.unsupported_endpoint_type, f"Unsupported endpoint type {requested}")
+    elif requested != _BROKER_ENDPOINT:
+        refusal = (
+            ErrorCode.mismatched_endpoint_type,
+            f"The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+            f"{_ENDPOINT_NAMES[requested]}",
+        )
+    if refusal is not None:
+        error, message = refusal
+        # Kafka answers the code and the message alone: every other field keeps its schema default.
+        return build(
+            cls,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.invalid_request if version == 0 else error,
+            error_message=message,
+            endpoint_type=i8(_BROKER_ENDPOINT),
+            cluster_id="",
+            controller_id=i32(-1),
+            brokers=(),
+            cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        )
+    identity = ctx.identity
+    node = i32(identity.node_id)
+    broker = build(
+        nested(cls, "DescribeClusterBroker"),
+        broker_id=node,
+        host=identity.host,
+        port=i32(identity.port),
+        rack=None,
+        is_fenced=False,
+    )
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=i8(_BROKER_ENDPOINT),
+        cluster_id=identity.cluster_id,
+        controller_id=node,  # Metadata's answer too: this broker stands in for the controller
+        brokers=(broker,),
+        cluster_authorized_operations=(
+            ALL_CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else NO_AUTHORIZED_OPERATIONS
+        ),
+    )
+
+
+def delete_records(ctx: ApiContext, call: Call, body: Any) -> Any:
+    cls = response_schema(ApiKey.DELETE_RECORDS, call.api_version)
+    topic_cls = nested(cls, "DeleteRecordsTopicResult")
+    partition_cls = nested(cls, "DeleteRecordsPartitionResult")
+    # KafkaApis collects the request into a map by partition: a partition named twice is answered once, for its
+    # last offset.
+    wanted: dict[str, dict[int, int]] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            wanted.setdefault(topic.name, {})[int(p.partition_index)] = int(p.offset)
+    topics = []
+    for name, partitions in wanted.items():
+        answers = []
+        for index, offset in partitions.items():
+            error, low_watermark = _delete_partition(ctx, name, index, offset)
+            answers.append(
+                build(partition_cls, partition_index=i32(index), low_watermark=low_watermark, error_code=error)
+            )
+        topics.append(build(topic_cls, name=name, partitions=tuple(answers)))
+    return build(cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _delete_partition(ctx: ApiContext, name: str, index: int, offset: int) -> tuple[ErrorCode, i64]:
+    """One partition's (error, low watermark), in Kafka's order of checks."""
+    topic = ctx.topics.get(name)
+    log = topic.log(index) if topic is not None else None
+    if topic is None or log is None:
+        return ErrorCode.unknown_topic_or_partition, _INVALID_LOW_WATERMARK
+    # Partition.deleteRecordsOnLeader: a log whose cleanup.policy lacks "delete" (compact only) keeps its records.
+    policy = topic.configs.get("cleanup.policy", "delete")
+    if "delete" not in (part.strip() for part in policy.split(",")):
+        return ErrorCode.policy_violation, _INVALID_LOW_WATERMARK
+    target = log.high_watermark if offset == _HIGH_WATERMARK else offset
+    # Below 0 (other than -1) and past the high watermark are both OffsetOutOfRangeException.
+    if target < 0 or target > log.high_watermark:
+        return ErrorCode.offset_out_of_range, _INVALID_LOW_WATERMARK
+    return ErrorCode.none, i64(log.delete_records_before(target))
+
+
+def describe_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
+    cls = response_schema(ApiKey.DESCRIBE_ACLS, call.api_version)
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.security_disabled,
+        error_message=DESCRIBE_ACLS_DISABLED,
+        resources=(),
+    )
+
+
+def create_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
+    """CreateAclsRequest.getErrorResponse: one result per creation, each the error."""
+    cls = response_schema(ApiKey.CREATE_ACLS, call.api_version)
+    result_cls = nested(cls, "AclCreationResult")
+    result = build(result_cls, error_code=ErrorCode.security_disabled, error_message=ALTER_ACLS_DISABLED)
+    return build(cls, throttle_time=NO_THROTTLE, results=tuple(result for _ in body.creations))
+
+
+def delete_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
+    """DeleteAclsRequest.getErrorResponse: one result per filter, each the error with no matching ACL."""
+    cls = response_schema(ApiKey.DELETE_ACLS, call.api_version)
+    result_cls = nested(cls, "DeleteAclsFilterResult")
+    result = build(
+        result_cls, error_code=ErrorCode.security_disabled, error_message=ALTER_ACLS_DISABLED, matching_acls=()
+    )
+    return build(cls, throttle_time=NO_THROTTLE, filter_results=tuple(result for _ in body.filters))
