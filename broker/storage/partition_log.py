@@ -1,8 +1,9 @@
 """One partition's log: stored batches, offsets, retention and idempotent-producer state.
 
 Batches are kept whole, as the producer sent them, so a Fetch answers with the
-bytes a Produce stored. With a single replica the high watermark, the log end
-offset and (without transactions) the last stable offset are the same number.
+bytes a Produce stored. With a single replica the high watermark and the log end
+offset are the same number; the last stable offset is too unless a transaction is
+open (transactions.py, /work/shared/spec/transactions.md section 4.4).
 """
 
 from __future__ import annotations
@@ -13,7 +14,17 @@ from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
-from broker.storage.records import NO_SEQUENCE, BatchHeader, InvalidBatch, TimestampIndex, read_index, restamp
+from broker.storage.control import Marker, build_marker, read_marker
+from broker.storage.records import (
+    NO_SEQUENCE,
+    BatchHeader,
+    InvalidBatch,
+    TimestampIndex,
+    read_header,
+    read_index,
+    restamp,
+)
+from broker.storage.transactions import AbortedTxn, TransactionState
 
 # Kafka keeps the metadata of the last five batches per producer to answer retries (ProducerStateEntry).
 _RETAINED_BATCHES = 5
@@ -140,6 +151,7 @@ class PartitionLog:
         self._starts: list[int] = []
         self._end = 0
         self._producers: dict[int, _ProducerEntry] = {}
+        self._transactions = TransactionState()
         self._charged = 0  # against the budget: size_bytes and the compressed batches' timestamp indexes
         self.log_start_offset = 0
         self.next_offset = 0
@@ -151,7 +163,12 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.next_offset  # no transactions, so nothing is ever unstable
+        """transactions.md section 4.4: the oldest open transaction's first offset, bounded by the high watermark
+        and never below the log start offset; the high watermark when no transaction is open."""
+        first_unstable = self._transactions.first_unstable_offset()
+        if first_unstable is None:
+            return self.next_offset
+        return max(self.log_start_offset, min(first_unstable, self.high_watermark))
 
     def append(self, header: BatchHeader, batch: bytes, index: TimestampIndex | None = None) -> int:
         """Store a validated client batch and return its base offset (an earlier one for a duplicate retry).
@@ -166,24 +183,13 @@ class PartitionLog:
                 if duplicate is not None:
                     return duplicate.base_offset
                 entry.check(header)
-        base_offset = self.next_offset
-        stored = StoredBatch(
-            restamp(batch, base_offset, LEADER_EPOCH),
-            replace(header, base_offset=base_offset, partition_leader_epoch=LEADER_EPOCH),
-            index,
-        )
-        self._budget.reserve(stored.charge)
-        self._charged += stored.charge
-        self._batches.append(stored)
-        self._last_offsets.append(stored.last_offset)
-        self._starts.append(self._end)
-        self._end += len(batch)
-        self.next_offset = stored.last_offset + 1
-        self.size_bytes += len(batch)
+            self._transactions.check_data(header)
+        base_offset = self._store(header, batch, index)
         if header.has_producer_id:
             if entry is None:
                 entry = self._producers[header.producer_id] = _ProducerEntry()
             entry.record(header, base_offset)
+            self._transactions.data_appended(header, base_offset)
         return base_offset
 
     def _index_of(self, offset: int) -> int:
@@ -270,6 +276,7 @@ class PartitionLog:
         for producer_id, entry in list(self._producers.items()):
             if entry.batches and entry.batches[-1].base_offset < self.log_start_offset:
                 del self._producers[producer_id]
+        self._transactions.truncate_before(self.log_start_offset)
 
     def release(self) -> None:
         """Give every stored byte back to the budget (the topic is being deleted)."""
@@ -296,3 +303,99 @@ class PartitionLog:
                 self._charged -= freed
             self._forget_producers_without_batches()
         return self.log_start_offset
+
+    # -- transactions (/work/shared/spec/transactions.md section 4) ----------------------------------------
+
+    def _store(self, header: BatchHeader, batch: bytes, index: TimestampIndex | None) -> int:
+        """Put a checked batch at the log end, restamped with its offset and the leader epoch; its base offset."""
+        base_offset = self.next_offset
+        stored = StoredBatch(
+            restamp(batch, base_offset, LEADER_EPOCH),
+            replace(header, base_offset=base_offset, partition_leader_epoch=LEADER_EPOCH),
+            index,
+        )
+        self._budget.reserve(stored.charge)
+        self._charged += stored.charge
+        self._batches.append(stored)
+        self._last_offsets.append(stored.last_offset)
+        self._starts.append(self._end)
+        self._end += len(batch)
+        self.next_offset = stored.last_offset + 1
+        self.size_bytes += len(batch)
+        return base_offset
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        """UnifiedLog.hasOngoingTransaction: what Produce-time verification asks (section 4.3)."""
+        return self._transactions.open_first_offset(producer_id) is not None
+
+    def append_marker(self, marker: Marker, timestamp_ms: int, *, transaction_version: int = 1) -> int:
+        """Append the COMMIT or ABORT marker that ends ``marker.producer_id``'s transaction here; its offset.
+
+        ProducerAppendInfo.appendEndTxnMarker's checks, in its order (section 4.2): the producer epoch (TV1: not
+        below the stored one; TV2: above it, an equal epoch with no open transaction being a retried marker),
+        then the coordinator epoch. The marker takes one offset even when no transaction is open here (item 32).
+        Raises InvalidBatch (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED) and stores nothing then.
+        """
+        producer_id, epoch = marker.producer_id, marker.producer_epoch
+        entry = self._producers.get(producer_id)
+        stored_epoch = entry.epoch if entry is not None else _NO_EPOCH
+        ongoing = self.has_ongoing_transaction(producer_id)
+        if epoch < stored_epoch or (transaction_version >= 2 and epoch == stored_epoch and ongoing):
+            raise InvalidBatch(
+                ErrorCode.invalid_producer_epoch,
+                f"epoch {epoch} of the marker for producer {producer_id} is "
+                f"{'not above' if transaction_version >= 2 else 'below'} the last seen epoch {stored_epoch}",
+            )
+        self._transactions.check_marker(producer_id, marker.coordinator_epoch)
+        data = build_marker(marker.type, producer_id, epoch, marker.coordinator_epoch, timestamp_ms)
+        offset = self._store(read_header(data), data, None)
+        if entry is None:
+            entry = self._producers[producer_id] = _ProducerEntry()
+        if entry.epoch != epoch:
+            # ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch forgets the batches, and the producer's
+            # next batch must start at sequence 0 (known "no sequence yet" at this epoch, unlike an entry whose
+            # batches all went to retention, which accepts any sequence).
+            entry.epoch = epoch
+            entry.batches.clear()
+            entry.batches.append(_SequenceRange(NO_SEQUENCE, NO_SEQUENCE, offset))
+        self._transactions.marker_appended(marker, offset)
+        return offset
+
+    def marker_at(self, offset: int) -> Marker | None:
+        """The marker stored at ``offset``, or None if no marker is there (read back with the batch reader)."""
+        index = self._index_of(offset)
+        if index >= len(self._batches) or self._batches[index].base_offset != offset:
+            return None
+        stored = self._batches[index]
+        return read_marker(stored.header, stored.data)
+
+    def last_fetchable_offset(self, *, read_committed: bool) -> int:
+        """Where a fetch or ListOffsets LATEST stops: the LSO for READ_COMMITTED, else the high watermark
+        (sections 4.6 and 4.7)."""
+        return self.last_stable_offset if read_committed else self.high_watermark
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), in ABORT-marker order (section 4.6)."""
+        return self._transactions.aborted_between(fetch_offset, upper_bound)
+
+    def read_committed(self, offset: int, max_bytes: int, *, at_least_one: bool) -> tuple[bytes, list[AbortedTxn]]:
+        """A READ_COMMITTED fetch (LocalLog.read with FetchIsolation.TXN_COMMITTED, section 4.6): whole batches
+        from the one holding ``offset``, none at or past the LSO (a batch boundary), and the aborted transactions
+        those batches overlap. Records are returned unfiltered, aborted data and markers included: clients filter.
+        """
+        lso = self.last_stable_offset
+        chunks: list[bytes] = []
+        total = 0
+        upper_bound = offset  # the offset just after the returned data
+        batches = self._batches
+        for index in range(self._index_of(offset), len(batches)):
+            stored = batches[index]
+            if stored.base_offset >= lso:
+                break
+            size = len(stored.data)
+            if total + size > max_bytes and not (at_least_one and not chunks):
+                break
+            chunks.append(stored.data)
+            total += size
+            upper_bound = stored.last_offset + 1
+        return b"".join(chunks), self._transactions.aborted_between(offset, upper_bound)
