@@ -27,6 +27,7 @@ RANKS: dict[str, int] = {
     "broker.events": 2,
     "broker.coordinator": 3,
     "broker.storage": 3,
+    "broker.transactions": 3,
     "broker.config": 4,
     "broker.api": 5,
     "broker.server": 6,

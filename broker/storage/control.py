@@ -1,7 +1,7 @@
 """Transaction markers: the control batches that end a producer's transaction on a partition.
 
 The layout is Kafka's (``MemoryRecords.withEndTransactionMarker``, ``ControlRecordType``, ``EndTransactionMarker``;
-/work/shared/spec/transactions.md section 4.1): a magic-2 batch, uncompressed, CREATE_TIME, attributes
+docs/spec/transactions.md section 4.1): a magic-2 batch, uncompressed, CREATE_TIME, attributes
 transactional + control (0x30), the marker's producer id and epoch, base sequence -1, one record whose key is
 (int16 version 0, int16 type) and whose value is (int16 version 0, int32 coordinator epoch), no headers. The CRC is
 CRC-32C over everything from the attributes on, as for every other batch, so the batch reader (records.py) and

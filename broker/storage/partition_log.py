@@ -3,7 +3,7 @@
 Batches are kept whole, as the producer sent them, so a Fetch answers with the
 bytes a Produce stored. With a single replica the high watermark and the log end
 offset are the same number; the last stable offset is too unless a transaction is
-open (transactions.py, /work/shared/spec/transactions.md section 4.4).
+open (transactions.py, docs/spec/transactions.md section 4.4).
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ class PartitionLog:
             self._forget_producers_without_batches()
         return self.log_start_offset
 
-    # -- transactions (/work/shared/spec/transactions.md section 4) ----------------------------------------
+    # -- transactions (docs/spec/transactions.md section 4) ----------------------------------------
 
     def _store(self, header: BatchHeader, batch: bytes, index: TimestampIndex | None) -> int:
         """Put a checked batch at the log end, restamped with its offset and the leader epoch; its base offset."""

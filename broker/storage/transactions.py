@@ -2,7 +2,7 @@
 
 Kafka keeps the first two in ``ProducerStateManager`` (``ProducerStateEntry.currentTxnFirstOffset`` and
 ``coordinatorEpoch``, the ``ongoingTxns`` map that gives the first unstable offset) and the third in
-``TransactionIndex`` (one per segment). /work/shared/spec/transactions.md sections 4.2, 4.4 and 4.5. The producer's
+``TransactionIndex`` (one per segment). docs/spec/transactions.md sections 4.2, 4.4 and 4.5. The producer's
 epoch and sequences stay in partition_log.py's producer entries: this module only knows which producers have a
 transaction open here, from which offset.
 """

@@ -47,3 +47,16 @@ LOG_RETENTION = ("log-retention",)
 def delayed_fetch_key(fetch_number: int) -> tuple[str, int]:
     """A parked Fetch's max_wait_ms (DelayedFetch); fetches are numbered as they park."""
     return ("delayed-fetch", fetch_number)
+
+
+#: The transaction coordinator's periodic timeout scan (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+TXN_ABORT_TIMED_OUT = ("txn-abort-timed-out",)
+
+#: The transaction coordinator's periodic transactional-id expiration scan
+#: (transaction.remove.expired.transaction.cleanup.interval.ms).
+TXN_ID_EXPIRATION = ("txn-id-expiration",)
+
+
+def txn_completion_key(transactional_id: str) -> tuple[str, str]:
+    """A transaction held in Prepare* before its markers are written (the TC's completion-delay test knob)."""
+    return ("txn-completion", transactional_id)
