@@ -1,6 +1,6 @@
 """Transactions in the partition log: markers, the last stable offset, the aborted-transaction index.
 
-/work/shared/spec/transactions.md section 4 and the "Log, LSO, Fetch, ListOffsets" items of its section 9
+docs/spec/transactions.md section 4 and the "Log, LSO, Fetch, ListOffsets" items of its section 9
 checklist (cited as item N), at the storage level: the Fetch and ListOffsets APIs are not wired to them yet.
 """
 
