@@ -52,23 +52,6 @@ BEFORE_ROUTING = {400: "BadRequest", 408: "RequestTimeout", 413: "PayloadTooLarg
 # -- raw HTTP ----------------------------------------------------------------------------------------------
 
 
-@dataclass
-class RawAnswer:
-    status: int
-    headers: CIMultiDict[str]
-    data: bytes
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.data)
-
-    @property
-    def error(self) -> str:
-        message = self.json["error"]
-        assert isinstance(message, str)
-        return message
-
-
 class RawHttp:
     """One TCP connection to the control API, bytes in and out exactly as given."""
 
@@ -88,7 +71,7 @@ class RawHttp:
         with suppress(ConnectionError):  # the broker hung up mid-request: its answer is still in the read buffer
             await self.writer.drain()
 
-    async def answer(self, timeout: float = 3.0) -> RawAnswer:
+    async def answer(self, timeout: float = 3.0) -> Answer:
         head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), timeout)
         status_line, *lines = head.decode("latin-1").split("\r\n")
         assert re.fullmatch(r"HTTP/1\.[01] \d{3} .*", status_line), status_line
@@ -97,7 +80,7 @@ class RawHttp:
             name, _, value = line.partition(":")
             headers.add(name.strip(), value.strip())
         data = await asyncio.wait_for(self.reader.readexactly(int(headers["Content-Length"])), timeout)
-        return RawAnswer(int(status_line.split()[1]), headers, data)
+        return Answer(int(status_line.split()[1]), headers, data)
 
     async def closed(self, timeout: float) -> bool:
         """True when the broker hangs up within ``timeout`` without sending anything more."""
@@ -236,7 +219,7 @@ def rejection(
     return line
 
 
-def check_before_routing(env: Env, spec: dict[str, Any], answer: RawAnswer, status: int) -> None:
+def check_before_routing(env: Env, spec: dict[str, Any], answer: Answer, status: int) -> None:
     """An answer given before any path is matched: the status and Error body of ``components/responses``."""
     assert answer.status == status, answer
     assert answer.headers["Content-Type"].startswith("application/json"), answer.headers
@@ -245,13 +228,13 @@ def check_before_routing(env: Env, spec: dict[str, Any], answer: RawAnswer, stat
     env.client.error_schema.validate(answer.json)
 
 
-def check_operation(env: Env, method: str, path: str, sent: bytes, answer: RawAnswer) -> None:
+def check_operation(env: Env, method: str, path: str, sent: bytes, answer: Answer) -> None:
     """An answer of a documented operation, through openapi-core like every answer of test_control_api."""
     headers = {"Content-Type": "application/json"}
     env.client.validate(method, path, {}, headers, sent, as_answer(answer), well_formed=False)
 
 
-def as_answer(raw: RawAnswer) -> Answer:
+def as_answer(raw: Answer) -> Answer:
     return Answer(raw.status, raw.headers, raw.data)
 
 

@@ -37,9 +37,8 @@ BAD_CLIENT = "bad-client"
 STEADY_GROUP = "steady"
 
 
-
-
-def join_request(version: int, group_id: str, member_id: str = "") -> Any:
+def join_request(version: int, group_id: str, member_id: str = "", protocols: tuple[str, ...] = ("range",)) -> Any:
+    """A JoinGroup naming ``protocols``, each with its own name as opaque metadata."""
     protocol_cls = nested(load_request_schema(ApiKey.JOIN_GROUP, version), "JoinGroupRequestProtocol")
     return request(
         ApiKey.JOIN_GROUP,
@@ -50,7 +49,7 @@ def join_request(version: int, group_id: str, member_id: str = "") -> Any:
         member_id=member_id,
         group_instance_id=None,
         protocol_type="consumer",
-        protocols=(build(protocol_cls, name="range", metadata=b"subscription"),),
+        protocols=tuple(build(protocol_cls, name=name, metadata=name.encode()) for name in protocols),
         reason=None,
     )
 
@@ -305,9 +304,7 @@ REQUEST_CASES: list[tuple[str, bytes, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "payload", "client_id", "reason"), REQUEST_CASES, ids=[c[0] for c in REQUEST_CASES]
-)
+@pytest.mark.parametrize(("name", "payload", "client_id", "reason"), REQUEST_CASES, ids=[c[0] for c in REQUEST_CASES])
 async def test_bad_request_header_closes_the_connection(
     server: BrokerServer, steady: Steady, name: str, payload: bytes, client_id: str, reason: str
 ) -> None:
@@ -336,10 +333,13 @@ def _bad_join_bodies() -> list[tuple[str, bytes]]:
         (
             "array length past the end",
             v5_header
-            + struct.pack(">h", len(group)) + group.encode()
+            + struct.pack(">h", len(group))
+            + group.encode()
             + struct.pack(">ii", 10_000, 10_000)
-            + struct.pack(">h", 0) + struct.pack(">h", -1)
-            + struct.pack(">h", 8) + b"consumer"
+            + struct.pack(">h", 0)
+            + struct.pack(">h", -1)
+            + struct.pack(">h", 8)
+            + b"consumer"
             + struct.pack(">i", 2**31 - 1),
         ),
         # a compact string length varint that never ends
@@ -499,4 +499,3 @@ async def test_bad_join_group_creates_no_group_and_other_connections_keep_going(
     finally:
         await waiting.close()
         await steady.client.close()
-

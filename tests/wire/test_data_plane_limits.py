@@ -44,6 +44,7 @@ from tests.wire.test_data_plane import (
     produce_request,
     versions,
 )
+from tests.wire.test_topic_admin import grow_request as topic_admin_grow_request
 
 E = ErrorCode
 Logs = list[MutableMapping[str, Any]]
@@ -168,22 +169,9 @@ def create_request(version: int, *topics: Any, validate_only: bool = False) -> A
 
 
 def grow_request(version: int, *topics: tuple[str, int], validate_only: bool = False) -> Any:
-    return request(
-        ApiKey.CREATE_PARTITIONS,
-        version,
-        topics=tuple(
-            part(
-                ApiKey.CREATE_PARTITIONS,
-                version,
-                "CreatePartitionsTopic",
-                name=name,
-                count=i32(count),
-                assignments=None,
-            )
-            for name, count in topics
-        ),
-        timeout=TIMEOUT,
-        validate_only=validate_only,
+    """CreatePartitions to new counts, with no replica assignments."""
+    return topic_admin_grow_request(
+        version, *((name, count, None) for name, count in topics), validate_only=validate_only
     )
 
 

@@ -31,6 +31,7 @@ from broker.server.broker import BrokerServer
 from protocol.apis import ApiKey
 from protocol.codec import build, nested
 from tests.wire.client import WireClient, request
+from tests.wire.test_bad_input import join_request
 
 E = ErrorCode
 SESSION = datetime.timedelta(seconds=10)
@@ -61,22 +62,6 @@ def join_v3_listing_range_twice(group_id: str, correlation_id: int = 7, client_i
     )
     payload = header + body
     return struct.pack(">i", len(payload)) + payload
-
-
-def join_request(version: int, group_id: str, member_id: str = "", protocols: tuple[str, ...] = ("range",)) -> Any:
-    protocol_cls = nested(load_request_schema(ApiKey.JOIN_GROUP, version), "JoinGroupRequestProtocol")
-    return request(
-        ApiKey.JOIN_GROUP,
-        version,
-        group_id=group_id,
-        session_timeout=SESSION,
-        rebalance_timeout=SESSION,
-        member_id=member_id,
-        group_instance_id=None,
-        protocol_type="consumer",
-        protocols=tuple(build(protocol_cls, name=name, metadata=name.encode()) for name in protocols),
-        reason=None,
-    )
 
 
 def sync_request(group_id: str, generation: int, member_id: str, assignments: dict[str, bytes]) -> Any:
