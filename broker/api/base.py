@@ -15,6 +15,7 @@ from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.messages import Client, PartitionErrors
 from broker.storage.delayed_fetch import DelayedFetches
 from broker.storage.topics import TopicRegistry
+from broker.transactions.coordinator import TransactionCoordinator
 from protocol.codec import build, nested
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class ApiContext:
     producer_ids: Iterator[int] = field(default_factory=itertools.count)
     # What the broker runs with, for DescribeConfigs on the broker (broker/api/configs.py); None in bare tests.
     settings: Settings | None = None
+    # The transaction coordinator (transactions spec section 3); None in bare tests: no transactions then.
+    transactions: TransactionCoordinator | None = None
 
 
 @dataclass(slots=True, frozen=True)

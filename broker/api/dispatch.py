@@ -16,6 +16,8 @@ from broker.api import (
     offsets,
     produce,
     topic_admin,
+    transactions,
+    txn_offsets,
 )
 from broker.api.api_versions import api_versions
 from broker.api.base import Handler
@@ -26,6 +28,9 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType(
         ApiKey.API_VERSIONS: api_versions,
         ApiKey.PRODUCE: produce.produce,
         ApiKey.INIT_PRODUCER_ID: produce.init_producer_id,
+        ApiKey.ADD_PARTITIONS_TO_TXN: transactions.add_partitions_to_txn,
+        ApiKey.ADD_OFFSETS_TO_TXN: transactions.add_offsets_to_txn,
+        ApiKey.END_TXN: transactions.end_txn,
         ApiKey.FETCH: fetch.fetch,
         ApiKey.LIST_OFFSETS: fetch.list_offsets,
         ApiKey.CREATE_TOPICS: topic_admin.create_topics,
@@ -48,6 +53,7 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType(
         ApiKey.OFFSET_COMMIT: offsets.offset_commit,
         ApiKey.OFFSET_FETCH: offsets.offset_fetch,
         ApiKey.OFFSET_DELETE: offsets.offset_delete,
+        ApiKey.TXN_OFFSET_COMMIT: txn_offsets.txn_offset_commit,
         ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
         ApiKey.LIST_GROUPS: groups.list_groups,
         ApiKey.DELETE_GROUPS: groups.delete_groups,

@@ -14,6 +14,7 @@ from broker.api.base import ERROR_MESSAGES, NO_THROTTLE, partition_errors
 from broker.api.configs import error_answer as configs_error_answer
 from broker.api.consumer_groups import describe_error_response, heartbeat_response
 from broker.api.membership import join_response, sync_response
+from broker.api.transactions import add_partitions_response, error_only
 from broker.coordinator.messages import ConsumerHeartbeatResult, JoinResult, SyncResult
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -49,6 +50,11 @@ def error_response(api_key: int, version: int, body: Any, error: ErrorCode) -> A
             build(coordinator_cls, key=key, error_message=message, **nowhere) for key in body.coordinator_keys
         )
         return build(cls, throttle_time=NO_THROTTLE, coordinators=entries)
+    if api_key in (ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
+        return error_only(api_key, version, error)
+    if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
+        requested = ((t.name, int(p)) for t in body.v3_and_below_topics for p in t.partitions)
+        return add_partitions_response(version, ((tp, error) for tp in requested))
     if api_key in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
         return configs_error_answer(api_key, version, body, error)
     raise ValueError(f"no error response for api key {api_key}")

@@ -88,7 +88,9 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
     reads = [r for _, _, rs in requested for r in rs]
     max_wait_ms = millis(body.max_wait)
     failed = any(r.error is not ErrorCode.none for r in reads)
-    positions = [FetchPosition(r.log, r.offset, r.max_bytes) for r in reads if r.log is not None]
+    # A read_committed fetch counts only what lies below the LSO, so it wakes when a marker moves the LSO
+    # (transactions.md 4.6: the marker append calls DelayedFetches.appended, as a data append does).
+    positions = [FetchPosition(r.log, r.offset, r.max_bytes, read_committed) for r in reads if r.log is not None]
     if max_wait_ms <= 0 or not reads or failed or available_bytes(positions) >= body.min_bytes:
         return answer()
     return ctx.fetches.park(positions, body.min_bytes, max_wait_ms, answer)
@@ -109,8 +111,11 @@ def _responder(
     """The response as it stands when called: a parked fetch reads the logs when it completes."""
     topic_cls = nested(cls, "FetchableTopicResponse")
     partition_cls = nested(cls, "PartitionData")
+    aborted_cls = nested(cls, "AbortedTransaction")
     key = "topic_id" if version >= 13 else "topic"
-    aborted = () if committed else None  # Kafka: an empty list for read_committed, null otherwise
+    # transactions.md 4.6: null for read_uncommitted (librdkafka logs an error on entries there), a list (maybe
+    # empty) for read_committed.
+    no_aborted = () if committed else None
 
     def answer() -> Any:
         budget = max_bytes
@@ -131,9 +136,20 @@ def _responder(
                 if error is ErrorCode.none and log is not None and not _in_range(log, read.offset):
                     error = ErrorCode.offset_out_of_range  # retention moved the log start past a parked fetch
                 if error is not ErrorCode.none or log is None:
-                    partitions.append(_partition(partition_cls, read.partition, error, -1, -1, -1, aborted, b""))
+                    partitions.append(_partition(partition_cls, read.partition, error, -1, -1, -1, no_aborted, b""))
                     continue
-                records = log.read(read.offset, min(read.max_bytes, budget), at_least_one=at_least_one)
+                limit = min(read.max_bytes, budget)
+                aborted: tuple[Any, ...] | None = None
+                if committed:
+                    # Only batches below the LSO, with the aborted transactions they overlap, in ABORT-marker
+                    # order (section 4.6); aborted data and markers stay in: the client filters.
+                    records, aborted_txns = log.read_committed(read.offset, limit, at_least_one=at_least_one)
+                    aborted = tuple(
+                        build(aborted_cls, producer_id=txn.producer_id, first_offset=i64(txn.first_offset))
+                        for txn in aborted_txns
+                    )
+                else:
+                    records = log.read(read.offset, limit, at_least_one=at_least_one)
                 if records:
                     budget -= len(records)
                     at_least_one = False
@@ -164,7 +180,7 @@ def _partition(
     high_watermark: int,
     last_stable_offset: int,
     log_start_offset: int,
-    aborted: tuple[()] | None,
+    aborted: tuple[Any, ...] | None,
     records: bytes,
 ) -> Any:
     return build(
@@ -226,11 +242,14 @@ def list_offsets(ctx: ApiContext, call: Call, body: Any) -> Any:
 
 def _offset_for(log: PartitionLog, timestamp: int, committed: bool) -> tuple[int, int] | None:
     if timestamp == _LATEST:
-        return (log.last_stable_offset if committed else log.high_watermark), -1
+        return log.last_fetchable_offset(read_committed=committed), -1
     if timestamp in (_EARLIEST, _EARLIEST_LOCAL):
         return log.log_start_offset, -1
-    if timestamp == _MAX_TIMESTAMP:
-        return log.max_timestamp_offset()
     if timestamp == _LATEST_TIERED:
         return None  # no tiered storage: Kafka answers -1
-    return log.offset_for_timestamp(timestamp)
+    found = log.max_timestamp_offset() if timestamp == _MAX_TIMESTAMP else log.offset_for_timestamp(timestamp)
+    # transactions.md 4.7 (Partition.fetchOffsetForTimestamp): an answer at or past the last fetchable offset (the
+    # LSO under READ_COMMITTED) is not given: offset -1, timestamp -1, NONE.
+    if found is not None and found[0] >= log.last_fetchable_offset(read_committed=committed):
+        return None
+    return found

@@ -1,9 +1,9 @@
-"""FindCoordinator (10): this broker coordinates every group.
+"""FindCoordinator (10): this broker coordinates every group and every transactional id.
 
-Transaction (and, on v6, share) keys are answered COORDINATOR_NOT_AVAILABLE:
-the broker offers no such coordinator, and that is what Kafka answers while the
-coordinator's internal topic is unavailable. An unknown key type, or a share key
-before v6, fails the whole request with INVALID_REQUEST as in Kafka.
+Transaction keys (type 1) name this broker when it runs a transaction coordinator (transactions spec 2.2), else
+COORDINATOR_NOT_AVAILABLE. Share keys (v6) are answered COORDINATOR_NOT_AVAILABLE: the broker offers no such
+coordinator, and that is what Kafka answers while the coordinator's internal topic is unavailable. An unknown key
+type, or a share key before v6, fails the whole request with INVALID_REQUEST as in Kafka.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def find_coordinator(ctx: ApiContext, call: Call, body: Any) -> Any:
             return {"error_code": error, "node_id": i32(node), "host": host, "port": i32(port)}
         return {"error_code": error, "node_id": i32(-1), "host": "", "port": i32(-1)}
 
-    key_error = ErrorCode.none if key_type == GROUP else ErrorCode.coordinator_not_available
+    served = key_type == GROUP or (key_type == TRANSACTION and ctx.transactions is not None)
+    key_error = ErrorCode.none if served else ErrorCode.coordinator_not_available
     if version < 4:
         error = request_error or key_error
         return build(cls, throttle_time=NO_THROTTLE, error_message=ERROR_MESSAGES[error], **locate(error))

@@ -1,4 +1,9 @@
-"""Produce (0) and InitProducerId (22): appends to partition logs, idempotent producers, no transactions."""
+"""Produce (0) and InitProducerId (22): appends to partition logs, idempotent and transactional producers.
+
+Transactional Produce is TV1 (transactions spec 2.10 and 4.3): we serve Produce up to v11, so a transactional
+batch for a partition where the producer has no open transaction is verified with the transaction coordinator,
+never implicitly added (that is v12, TV2). InitProducerId with a transactional id goes to the coordinator (2.4).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,18 @@ import structlog
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64
 
-from broker.api.base import NO_RESPONSE, NO_THROTTLE, ApiContext, Call, CloseConnection
+from broker.api.base import NO_RESPONSE, NO_THROTTLE, ApiContext, Call, CloseConnection, millis
 from broker.storage.codecs import ZSTD
 from broker.storage.partition_log import StorageFull
-from broker.storage.records import InflationBudget, InvalidBatch, split_batches, validate_client_batch
-from broker.storage.topics import Topic
+from broker.storage.records import (
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    InflationBudget,
+    InvalidBatch,
+    split_batches,
+    validate_client_batch,
+)
+from broker.transactions.messages import AddPartitionsRequest, InitProducerIdRequest, error_for_version
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -20,6 +32,9 @@ log = structlog.get_logger("produce")
 
 _VALID_ACKS = (-1, 0, 1)
 _FIRST_ZSTD_VERSION = 7  # KIP-110
+_FIRST_ABORTABLE_VERSION = 11  # Produce v11 may answer TRANSACTION_ABORTABLE (transactions spec 4.3)
+_MAGIC_AT, _ATTRIBUTES_AT = 16, 21  # in a record batch's header
+_UNAUTHORIZED = ErrorCode.transactional_id_authorization_failed
 
 
 class _Outcome:
@@ -38,10 +53,29 @@ def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
     # from the broker's message.max.bytes, which a client cannot raise (a topic's max.message.bytes it can).
     budget = InflationBudget(ctx.topics.defaults.max_message_bytes)
     outcomes: list[tuple[str, list[tuple[int, _Outcome]]]] = []
+    transactional_id = getattr(body, "transactional_id", None)
+    # Transactions spec 2.10 step 1: transactional data without a transactional id fails every partition.
+    unauthorized = transactional_id is None and any(
+        _is_transactional(p.records) for t in body.topic_data for p in t.partition_data
+    )
     for topic_data in body.topic_data:
         answered = []
         for partition_data in topic_data.partition_data:
-            outcome = _append(ctx, call, topic_data.name, partition_data.index, partition_data.records, acks, budget)
+            if unauthorized:
+                reason = "transactional records need the request's transactional id"
+                _refused(call, topic_data.name, partition_data.index, _UNAUTHORIZED, reason)
+                outcome = _Outcome(_UNAUTHORIZED, message=reason)
+            else:
+                outcome = _append(
+                    ctx,
+                    call,
+                    topic_data.name,
+                    partition_data.index,
+                    partition_data.records,
+                    acks,
+                    budget,
+                    transactional_id,
+                )
             answered.append((partition_data.index, outcome))
         outcomes.append((topic_data.name, answered))
 
@@ -62,6 +96,7 @@ def _append(
     records: bytes | None,
     acks: int,
     budget: InflationBudget,
+    transactional_id: str | None = None,
 ) -> _Outcome:
     """One partition, checked in KafkaApis' order: metadata, batch shape, acks, then the log's own checks."""
     topic = ctx.topics.get_or_auto_create(name)
@@ -87,23 +122,59 @@ def _append(
             return _Outcome(ErrorCode.invalid_required_acks)
         header, batch = batches[0]
         index = validate_client_batch(header, batch, topic.max_message_bytes, budget)
-        if header.is_transactional:
-            raise InvalidBatch(ErrorCode.invalid_txn_state, "this broker has no transaction coordinator")
+        if header.is_transactional and not partition_log.has_ongoing_transaction(header.producer_id):
+            # Only a partition's first batch of a transaction is verified (transactions spec 4.3).
+            refused = _verify(ctx, call, transactional_id, name, partition, header)
+            if refused is not None:
+                raise InvalidBatch(refused, f"transaction verification failed: {refused.name}")
         base_offset = partition_log.append(header, batch, index)
     except InvalidBatch as error:
-        _refused(call, topic, partition, error.error, str(error))
+        _refused(call, topic.name, partition, error.error, str(error))
         return _Outcome(error.error, message=str(error))
     except StorageFull as error:
-        _refused(call, topic, partition, ErrorCode.kafka_storage_error, str(error))
+        _refused(call, topic.name, partition, ErrorCode.kafka_storage_error, str(error))
         return _Outcome(ErrorCode.kafka_storage_error, message=str(error))
     ctx.fetches.appended(partition_log)
     return _Outcome(ErrorCode.none, base_offset, partition_log.log_start_offset)
 
 
-def _refused(call: Call, topic: Topic, partition: int, error: ErrorCode, reason: str) -> None:
+def _is_transactional(records: bytes | None) -> bool:
+    """Whether the first batch is a transactional magic-2 batch (``ProduceRequest``'s transactional flag)."""
+    return (
+        records is not None
+        and len(records) > _ATTRIBUTES_AT + 1
+        and records[_MAGIC_AT] == 2
+        and bool(records[_ATTRIBUTES_AT + 1] & TRANSACTIONAL_MASK)
+    )
+
+
+def _verify(
+    ctx: ApiContext, call: Call, transactional_id: str | None, topic: str, partition: int, header: BatchHeader
+) -> ErrorCode | None:
+    """TV1 verification (transactions spec 4.3): does (pid, epoch) have the partition in its ongoing transaction?
+    The TC's answer becomes Produce's error as ``AddPartitionsToTxnManager`` maps it; None to append."""
+    if ctx.transactions is None:
+        return ErrorCode.invalid_txn_state
+    result = ctx.transactions.verify_partitions(
+        AddPartitionsRequest(transactional_id, header.producer_id, header.producer_epoch, ((topic, partition),))
+    )
+    error = result.partitions[0][1] if result.partitions else result.error
+    if error is ErrorCode.none:
+        return None
+    if error is ErrorCode.transaction_abortable:
+        # "Partition was not added to the transaction": retriable only for clients that know error 120.
+        return error if call.api_version >= _FIRST_ABORTABLE_VERSION else ErrorCode.invalid_txn_state
+    if error is ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch  # Produce always answers 47, never 90 (section 8)
+    if error is ErrorCode.concurrent_transactions:
+        return ErrorCode.not_enough_replicas  # retriable (section 4.3 table)
+    return error  # INVALID_PRODUCER_ID_MAPPING, INVALID_REQUEST
+
+
+def _refused(call: Call, topic: str, partition: int, error: ErrorCode, reason: str) -> None:
     log.warning(
         "produce refused",
-        topic=topic.name,
+        topic=topic,
         partition=partition,
         error=error.name,
         reason=reason,
@@ -143,16 +214,27 @@ def _response(version: int, outcomes: list[tuple[str, list[tuple[int, _Outcome]]
 
 
 def init_producer_id(ctx: ApiContext, call: Call, body: Any) -> Any:
-    """Idempotent producers get a fresh id at epoch 0 every time, as Kafka does without a transactional id."""
+    """Idempotent producers get a fresh id at epoch 0 every time, as Kafka does without a transactional id;
+    a transactional id goes to the transaction coordinator (transactions spec 2.4, 3.4)."""
     transactional_id = body.transactional_id
     producer_id, epoch, error = -1, -1, ErrorCode.none
     if transactional_id is None:
         producer_id, epoch = next(ctx.producer_ids), 0
     elif transactional_id == "":
         error = ErrorCode.invalid_request
+    elif ctx.transactions is None:
+        error = ErrorCode.coordinator_not_available  # bare handler tests: no transaction coordinator
     else:
-        # Transactions are not offered: no broker hosts a transaction coordinator.
-        error = ErrorCode.coordinator_not_available
+        result = ctx.transactions.init_producer_id(
+            InitProducerIdRequest(
+                transactional_id,
+                millis(body.transaction_timeout),
+                int(getattr(body, "producer_id", -1)),  # v3+ (KIP-360)
+                int(getattr(body, "producer_epoch", -1)),
+            )
+        )
+        error = error_for_version("InitProducerId", call.api_version, result.error)
+        producer_id, epoch = result.producer_id, result.producer_epoch
     cls = response_schema(ApiKey.INIT_PRODUCER_ID, call.api_version)
     return build(
         cls, throttle_time=NO_THROTTLE, error_code=error, producer_id=i64(producer_id), producer_epoch=i16(epoch)

@@ -25,8 +25,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from broker.config.transaction_settings import TXN_SETTINGS
 from broker.coordinator.config import INT32_MAX, GroupConfig
 from broker.storage.topics import KAFKA_MAX_RECORDS_PER_USER_OP, LogDefaults, parse_topic_spec
+from broker.transactions.config import TxnConfig
 
 ENV_PREFIX = "GROUP_BROKER_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -106,6 +108,7 @@ class Settings:
     node_id: int = 1
     cluster_id: str = ""  # empty: a random one in Kafka's format, drawn by __post_init__
     group: GroupConfig = field(default_factory=GroupConfig)
+    txn: TxnConfig = field(default_factory=TxnConfig)  # the transaction coordinator's (transaction_settings.py)
     socket_request_max_bytes: int = 104_857_600
     socket_send_buffer_high_bytes: int = 4 * 1024 * 1024
     socket_send_buffer_low_bytes: int = 1024 * 1024
@@ -204,7 +207,9 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 # The sections of Settings an option may fill, by the name of the Settings field that holds each.
-_SECTIONS: dict[str, type[GroupConfig] | type[LogDefaults]] = {"group": GroupConfig, "log": LogDefaults}
+_SECTIONS: dict[str, type[GroupConfig] | type[LogDefaults] | type[TxnConfig]] = {
+    "group": GroupConfig, "log": LogDefaults, "txn": TxnConfig,
+}
 
 
 def _field_default(path: str) -> Any:
@@ -461,6 +466,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("event_log_backups", int, "rotated event logs to keep (PATH.1 is the newest)"),
     Option("event_buffer_size", int, "events kept in memory per group for the control API"),
     Option("event_buffer_total", int, "events kept in memory for all groups together (oldest go first)"),
+    *(Option(name, int, text, kafka=kafka, fills=f"txn.{name}") for name, text, kafka in TXN_SETTINGS),
 )
 
 _BY_KEY: dict[str, Option] = {key: o for o in OPTIONS for key in (o.name, o.kafka) if key is not None}

@@ -54,6 +54,7 @@ from broker.coordinator.messages import (
     PartitionErrors,
     SyncRequest,
     SyncResult,
+    TxnCommitRequest,
 )
 from broker.coordinator.modern import describe as consumer_describe
 from broker.coordinator.modern.group import ConsumerGroup
@@ -316,10 +317,30 @@ class GroupCoordinator:
         member_id: str | None = None,
         member_epoch: int = -1,
     ) -> GroupOffsets:
-        # require_stable (KIP-447) waits out pending transactional commits; no TxnOffsetCommit ever reaches here.
+        # require_stable (KIP-447, transactions.md 5.4) answers UNSTABLE_OFFSET_COMMIT for pending txn offsets.
         if not self.active:
             return GroupOffsets(group_id, E.coordinator_not_available)
-        return self._offsets.fetch(group_id, topics, member_id, member_epoch)
+        return self._offsets.fetch(group_id, topics, member_id, member_epoch, require_stable)
+
+    def commit_transactional_offsets(self, request: TxnCommitRequest) -> PartitionErrors:
+        """TxnOffsetCommit's group side (transactions.md 5.1 steps 3, 5 and 6), after the TC's check: the offsets
+        are staged under the producer id until ``complete_transaction``."""
+        if not self.active:
+            return _every_partition(request, E.coordinator_not_available)
+        if not request.group_id:
+            return _every_partition(request, E.invalid_group_id)
+        try:
+            return self._offsets.commit_transactional(request)
+        except Exception:
+            self._classic.failures += 1
+            self.log.exception("TxnOffsetCommit failed", group_id=request.group_id)
+            return _every_partition(request, E.unknown_server_error)
+
+    def complete_transaction(self, producer_id: int, group_ids: Iterable[str], commit: bool) -> None:
+        """The end marker of ``producer_id``'s transaction on these groups' offsets partitions (transactions.md
+        5.3, replayEndTransactionMarker): COMMIT makes the pending offsets committed, ABORT drops them. Called by
+        the transaction coordinator's completion."""
+        self._offsets.transactional.complete(producer_id, group_ids, commit)
 
     def delete_offsets(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]]) -> OffsetDeleteResult:
         if not self.active:
@@ -363,11 +384,17 @@ class GroupCoordinator:
     def _delete_group(self, group_id: str) -> ErrorCode:
         consumer_group = self._consumer.get(group_id)
         if consumer_group is None:
-            return admin.delete_group(self._classic, group_id)
-        if not consumer_group.is_empty():
+            error = admin.delete_group(self._classic, group_id)
+        elif not consumer_group.is_empty():
             return E.non_empty_group  # section 8.4
-        self._consumer.delete(consumer_group, "deleted by DeleteGroups")
-        return E.none
+        else:
+            self._consumer.delete(consumer_group, "deleted by DeleteGroups")
+            error = E.none
+        if error is E.none:
+            # transactions.md 5.5: allowed with open transactions; the tombstones remove their pending offsets, so
+            # a later COMMIT marker does not bring them back.
+            self._offsets.transactional.remove(group_id)
+        return error
 
     # -- the control API: read views and verbs ---------------------------------------------------------
     # Both kinds of group, told apart by ``GroupSummary.group_type``; a consumer group's verbs are
@@ -458,6 +485,11 @@ def _member_id_of(new_uuid: Callable[[], str]) -> Callable[[], str]:
             return raw
 
     return new_member_id
+
+
+def _every_partition(request: TxnCommitRequest, error: ErrorCode) -> PartitionErrors:
+    """A TxnOffsetCommit failure of the whole request, repeated on every partition (it has no top-level error)."""
+    return tuple((topic, tuple((p.partition, error) for p in partitions)) for topic, partitions in request.topics)
 
 
 def _answered(result: T) -> Deferred[T]:

@@ -118,6 +118,20 @@ PartitionErrors = tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...]
 
 
 @dataclass(slots=True, frozen=True)
+class TxnCommitRequest:
+    """TxnOffsetCommit's group part (docs/spec/transactions.md section 5.1): staged under ``producer_id`` until the
+    transaction ends. v0-2 carry no group metadata (generation -1, member "", no instance)."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: tuple[tuple[str, tuple[PartitionCommit, ...]], ...]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
 class FetchedOffset:
     partition: int
     offset: int = -1

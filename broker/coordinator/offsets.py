@@ -8,6 +8,7 @@ without members lives exactly as long as its offsets do.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
@@ -21,9 +22,11 @@ from broker.coordinator.messages import (
     GroupOffsets,
     OffsetDeleteResult,
     PartitionErrors,
+    TxnCommitRequest,
 )
 from broker.coordinator.modern.group import ConsumerGroup
 from broker.coordinator.modern.groups import ConsumerGroups
+from broker.coordinator.txn_offsets import TransactionalOffsets
 from broker.timing.keys import OFFSETS_EXPIRATION
 
 E = ErrorCode
@@ -33,6 +36,15 @@ class OffsetManager:
     def __init__(self, groups: ClassicGroups, consumer_groups: ConsumerGroups) -> None:
         self._groups = groups
         self._consumer = consumer_groups
+        # transactions.md 5.2: one record order for regular and transactional commits alike.
+        self._orders = itertools.count(1)
+        max_bytes = groups.config.offset_metadata_max_bytes
+        self.transactional = TransactionalOffsets(
+            groups,
+            consumer_groups,
+            self._orders.__next__,
+            lambda metadata: _java_string_length(metadata) > max_bytes,
+        )
         self._schedule_expiration()
 
     # -- OffsetCommit (13.1) ------------------------------------------------------------------------------
@@ -74,7 +86,7 @@ class OffsetManager:
                     continue
                 timestamp = commit.commit_timestamp_ms if commit.commit_timestamp_ms != -1 else now
                 offsets[(topic, commit.partition)] = CommittedOffset(
-                    commit.offset, commit.leader_epoch, metadata, timestamp, expire_at
+                    commit.offset, commit.leader_epoch, metadata, timestamp, expire_at, next(self._orders)
                 )
                 errors.append((commit.partition, E.none))
             results.append((topic, tuple(errors)))
@@ -106,6 +118,10 @@ class OffsetManager:
             self._groups.extend_session(member, member.session_timeout_ms)  # a commit is a proof of life
         return None
 
+    def commit_transactional(self, request: TxnCommitRequest) -> PartitionErrors:
+        """TxnOffsetCommit's group checks and staging (transactions.md 5.1 steps 5-6)."""
+        return self.transactional.commit(request)
+
     # -- OffsetFetch (13.3) -------------------------------------------------------------------------------
 
     def fetch(
@@ -114,6 +130,7 @@ class OffsetManager:
         topics: Iterable[tuple[str, Iterable[int]]] | None,
         member_id: str | None = None,
         member_epoch: int = -1,
+        require_stable: bool = False,
     ) -> GroupOffsets:
         consumer_group = self._consumer.get(group_id)
         offsets: dict[tuple[str, int], CommittedOffset]
@@ -129,14 +146,24 @@ class OffsetManager:
         else:
             group = self._groups.live(group_id)
             offsets = {} if group is None else group.offsets
+        # transactions.md 5.4: with RequireStable, a partition with a pending transactional offset answers
+        # UNSTABLE_OFFSET_COMMIT (offset -1, metadata ""), per partition, and the client retries.
+        pending = self.transactional.pending_keys(group_id) if require_stable else set()
+
+        def answer(topic: str, partition: int, stored: CommittedOffset | None) -> FetchedOffset:
+            if (topic, partition) in pending:
+                return FetchedOffset(partition, error=E.unstable_offset_commit)
+            return _fetched(partition, stored)
+
         if topics is None:
+            # "All topics" lists only partitions with a committed offset (5.4).
             by_topic: dict[str, list[FetchedOffset]] = {}
             for (topic, partition), stored in offsets.items():
-                by_topic.setdefault(topic, []).append(_fetched(partition, stored))
+                by_topic.setdefault(topic, []).append(answer(topic, partition, stored))
             return GroupOffsets(group_id, E.none, tuple((t, tuple(ps)) for t, ps in by_topic.items()))
         fetched = []
         for topic, partitions in topics:
-            fetched.append((topic, tuple(_fetched(p, offsets.get((topic, p))) for p in partitions)))
+            fetched.append((topic, tuple(answer(topic, p, offsets.get((topic, p))) for p in partitions)))
         return GroupOffsets(group_id, E.none, tuple(fetched))
 
     # -- retention (13.2) ---------------------------------------------------------------------------------
@@ -175,10 +202,13 @@ class OffsetManager:
         now = self._groups.clock.now_ms()
         retention_ms = self._groups.config.offsets_retention_ms
         base = _expiration_base(group)
+        pending = self.transactional.pending_keys(group.group_id)
         if base is not None and group.offsets:
             for key, stored in list(group.offsets.items()):
                 if base == "subscription" and group.is_subscribed_to(key[0]):
                     continue
+                if key in pending:
+                    continue  # transactions.md 5.5: an offset with a pending transactional one does not expire
                 if stored.expire_timestamp_ms is not None:
                     expired = now >= stored.expire_timestamp_ms
                 else:
@@ -188,7 +218,7 @@ class OffsetManager:
                     del group.offsets[key]
             if not group.offsets:
                 self._groups.events.offsets_expired(group)
-        if group.is_in(EMPTY) and not group.offsets:
+        if group.is_in(EMPTY) and not group.offsets and not self.transactional.has_open_transactions(group.group_id):
             self._groups.delete(group, "empty group without offsets expired")
 
     # -- OffsetDelete (14.4, KIP-496) and deleted topics --------------------------------------------------
@@ -211,22 +241,36 @@ class OffsetManager:
                 continue
             for partition in partitions:
                 group.offsets.pop((topic, partition), None)
+            # transactions.md 5.5: the tombstone also removes the pending transactional offsets.
+            self.transactional.remove(group_id, ((topic, p) for p in partitions))
             results.append((topic, tuple((p, E.none) for p in partitions)))
         return OffsetDeleteResult(E.none, tuple(results))
 
     def on_topic_deleted(self, topic: str) -> None:
-        """GroupCoordinator.onPartitionsDeleted: drop the topic's offsets; Empty groups left bare go too."""
+        """GroupCoordinator.onPartitionsDeleted: drop the topic's offsets, pending transactional ones included
+        (transactions.md 5.5); Empty groups left bare go too."""
+        self.transactional.remove_topic(topic)
         for group in list(self._groups.groups.values()):
             doomed = [key for key in group.offsets if key[0] == topic]
             for key in doomed:
                 del group.offsets[key]
-            if doomed and group.is_in(EMPTY) and not group.offsets:
+            if (
+                doomed
+                and group.is_in(EMPTY)
+                and not group.offsets
+                and not self.transactional.has_open_transactions(group.group_id)
+            ):
                 self._groups.delete(group, f"its last offsets belonged to deleted topic {topic}")
         for consumer_group in list(self._consumer.groups.values()):
             doomed = [key for key in consumer_group.offsets if key[0] == topic]
             for key in doomed:
                 del consumer_group.offsets[key]
-            if doomed and consumer_group.is_empty() and not consumer_group.offsets:
+            if (
+                doomed
+                and consumer_group.is_empty()
+                and not consumer_group.offsets
+                and not self.transactional.has_open_transactions(consumer_group.group_id)
+            ):
                 self._consumer.delete(consumer_group, f"its last offsets belonged to deleted topic {topic}")
 
     def _expire_consumer_group(self, group: ConsumerGroup) -> None:
@@ -235,8 +279,9 @@ class OffsetManager:
         now = self._groups.clock.now_ms()
         retention_ms = self._groups.config.offsets_retention_ms
         expired_any = False
+        pending = self.transactional.pending_keys(group.group_id)
         for key, stored in list(group.offsets.items()):
-            if group.is_subscribed_to(key[0]):
+            if group.is_subscribed_to(key[0]) or key in pending:
                 continue
             if stored.expire_timestamp_ms is not None:
                 expired = now >= stored.expire_timestamp_ms
@@ -247,7 +292,7 @@ class OffsetManager:
                 expired_any = True
         if expired_any:
             self._consumer.log.info("offsets expired", group_id=group.group_id)
-        if group.is_empty() and not group.offsets:
+        if group.is_empty() and not group.offsets and not self.transactional.has_open_transactions(group.group_id):
             self._consumer.delete(group, "empty group without offsets expired")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib
+import itertools
 from typing import Any
 
 import structlog
@@ -25,12 +26,16 @@ from broker.server.connection import Connection
 from broker.server.faults import FaultRules
 from broker.server.quotas import ConnectionQuotas, Slot
 from broker.server.stats import RequestStats
+from broker.storage.control import Marker, MarkerType
 from broker.storage.delayed_fetch import DelayedFetches
 from broker.storage.partition_log import StorageBudget
+from broker.storage.records import InvalidBatch
 from broker.storage.topics import Topic, TopicRegistry
 from broker.timing.clock import Clock, SystemClock
 from broker.timing.keys import LOG_RETENTION
 from broker.timing.purgatory import Purgatory
+from broker.transactions.coordinator import TransactionCoordinator
+from broker.transactions.messages import Completion
 
 log = structlog.get_logger("server")
 
@@ -123,6 +128,16 @@ class BrokerServer:
         self.connections_accepted = 0
         self.topics.on_delete(self._topic_deleted)
         self.fetches = DelayedFetches(self.purgatory)
+        # One producer id allocator for idempotent and transactional producers (transactions spec section 3.4).
+        self.producer_ids = itertools.count()
+        self.transactions = TransactionCoordinator(
+            self.clock,
+            self.purgatory,
+            self._partition_exists,
+            self._complete_transaction,
+            settings.txn,
+            next_producer_id=self.producer_ids.__next__,
+        )
         self._schedule_retention()
         self.connections: set[Connection] = set()
         self.quotas = ConnectionQuotas(
@@ -139,6 +154,7 @@ class BrokerServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._timer = LoopTimer(loop, self.clock, self.purgatory)
+        self.transactions.start()  # the timeout and id-expiration scans (transactions spec section 3.9)
         try:
             for endpoint in self.settings.bind_endpoints():
                 await self._listen(endpoint)
@@ -170,7 +186,15 @@ class BrokerServer:
         listener.api = (
             dataclasses.replace(self.listeners[0].api, identity=identity)
             if self.listeners
-            else ApiContext(self.coordinator, self.topics, identity, self.fetches, settings=self.settings)
+            else ApiContext(
+                self.coordinator,
+                self.topics,
+                identity,
+                self.fetches,
+                producer_ids=self.producer_ids,
+                settings=self.settings,
+                transactions=self.transactions,
+            )
         )
         self.listeners.append(listener)
 
@@ -199,6 +223,39 @@ class BrokerServer:
         topic = self.topics.get(name)
         return topic.partitions if topic is not None else None
 
+    def _partition_exists(self, name: str, partition: int) -> bool:
+        topic = self.topics.get(name)
+        return topic is not None and topic.log(partition) is not None
+
+    def _complete_transaction(self, completion: Completion) -> None:
+        """Transactions spec section 3.8 step 2: each data partition's control batch, then the groups' pending
+        offsets (section 5.3), as Kafka's WriteTxnMarkers does on the partition leaders and the group coordinator."""
+        now = self.clock.now_ms()
+        for marker in completion.markers:
+            topic = self.topics.get(marker.topic)
+            partition_log = topic.log(marker.partition) if topic is not None else None
+            if partition_log is None:
+                continue  # deleted since it joined the transaction: Kafka drops its marker too
+            kind = MarkerType.COMMIT if marker.committed else MarkerType.ABORT
+            try:
+                partition_log.append_marker(
+                    Marker(kind, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch), now
+                )
+            except InvalidBatch as error:
+                # A stale marker (section 4.2): Kafka's marker writer logs it and moves on.
+                log.warning(
+                    "transaction marker refused",
+                    topic=marker.topic,
+                    partition=marker.partition,
+                    producer_id=marker.producer_id,
+                    error=error.error.name,
+                    reason=str(error),
+                )
+                continue
+            self.fetches.appended(partition_log)  # a parked read_committed fetch may now see past the LSO
+        # The groups' pending offsets (section 5.3): on one node a call, not a marker in __consumer_offsets.
+        self.coordinator.complete_transaction(completion.producer_id, completion.groups, completion.committed)
+
     def _topic_deleted(self, topic: Topic) -> None:
         self.coordinator.on_topic_deleted(topic.name)
         log.info("topic deleted", topic=topic.name, topic_id=str(topic.topic_id))
@@ -218,6 +275,7 @@ class BrokerServer:
         for server in self._servers:
             server.close()
         self.coordinator.shutdown()
+        self.transactions.stop()
         if self._timer is not None:
             self._timer.stop()
         await asyncio.sleep(0)  # let the answers just written reach the transports

@@ -25,7 +25,8 @@ ERROR, DELAY, CLOSE, SWALLOW = "error", "delay", "close", "swallow_heartbeats"
 ACTIONS = (ERROR, DELAY, CLOSE, SWALLOW)
 
 # The APIs an ``error`` rule can answer for: those a consumer group talks to its coordinator with (KIP-848's two
-# included: broker/api/fault_answers.py shapes their error answers).
+# included) and the transaction coordinator's (EndTxn answering CONCURRENT_TRANSACTIONS, say):
+# broker/api/fault_answers.py shapes their error answers.
 ERROR_APIS = frozenset(
     {
         ApiKey.FIND_COORDINATOR,
@@ -37,6 +38,9 @@ ERROR_APIS = frozenset(
         ApiKey.OFFSET_FETCH,
         ApiKey.CONSUMER_GROUP_HEARTBEAT,
         ApiKey.CONSUMER_GROUP_DESCRIBE,
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        ApiKey.END_TXN,
     }
 )
 

@@ -24,11 +24,20 @@ class FetchPosition(NamedTuple):
     log: PartitionLog
     offset: int
     max_bytes: int  # the partition's partition_max_bytes: no partition counts for more toward min_bytes
+    read_committed: bool = False  # transactions.md 4.6: only what lies below the LSO counts
 
 
 def available_bytes(positions: Sequence[FetchPosition]) -> int:
-    """What DelayedFetch.tryComplete accumulates: each partition's bytes past its offset, up to its limit."""
-    return sum(min(log.bytes_from(offset), max_bytes) for log, offset, max_bytes in positions)
+    """What DelayedFetch.tryComplete accumulates: each partition's bytes past its offset, up to its limit (up to
+    the last stable offset for READ_COMMITTED, so a marker that moves the LSO can complete a parked fetch)."""
+    total = 0
+    for log, offset, max_bytes, read_committed in positions:
+        available = log.bytes_from(offset)
+        if read_committed:
+            lso = log.last_stable_offset
+            available = available - log.bytes_from(lso) if lso > offset else 0
+        total += min(available, max_bytes)
+    return total
 
 
 class _Waiter(Generic[T]):
@@ -66,7 +75,7 @@ class DelayedFetches:
     ) -> Deferred[T]:
         """A Deferred answered by ``build()`` once min_bytes can be returned or max_wait has passed."""
         waiter: _Waiter[T] = _Waiter(delayed_fetch_key(next(self._ids)), positions, min_bytes, build)
-        for log, _, _ in positions:
+        for log, *_ in positions:
             self._watching.setdefault(id(log), set()).add(waiter)  # type: ignore[arg-type]
         self._purgatory.schedule(waiter.key, max_wait_ms, lambda: self._complete(waiter))  # type: ignore[arg-type]
         return waiter.pending
@@ -88,7 +97,7 @@ class DelayedFetches:
         if waiter.pending.done:
             return
         self._purgatory.cancel(waiter.key)
-        for log, _, _ in waiter.positions:
+        for log, *_ in waiter.positions:
             watchers = self._watching.get(id(log))
             if watchers is not None:
                 watchers.discard(waiter)

@@ -22,6 +22,7 @@ from broker.config.settings import Endpoint, Settings, SettingsError, parse_endp
 from broker.coordinator.config import GroupConfig
 from broker.server.broker import BrokerServer
 from broker.storage.topics import LogDefaults
+from broker.transactions.config import TxnConfig
 from protocol.apis import ApiKey
 from protocol.codec import build
 from tests.conftest import ROOT, broker_settings, free_port, start_broker_process
@@ -50,16 +51,20 @@ def test_each_field_is_filled_by_one_option_whose_default_is_the_fields() -> Non
     """Defaults are written once, on the fields (GroupConfig and LogDefaults keep Kafka's for unit tests)."""
     paths = [option.path for option in settings.OPTIONS if option.setting]
     assert len(paths) == len(set(paths))
-    holders = (("", Settings), ("group.", GroupConfig), ("log.", LogDefaults))
+    holders = (("", Settings), ("group.", GroupConfig), ("log.", LogDefaults), ("txn.", TxnConfig))
     fields = [f"{prefix}{field.name}" for prefix, holder in holders for field in dataclasses.fields(holder)]
-    # group and log are the sections; the join timeout of a new member is a constant in Kafka, not a setting.
-    assert sorted(paths) == sorted(set(fields) - {"group", "log", "group.new_member_join_timeout_ms"})
+    # group, log and txn are the sections; the join timeout of a new member is a constant in Kafka, not a setting.
+    # The transaction coordinator's internal-topic partition counts and its completion delay (a test knob) are
+    # not settings either (transactions spec section 7).
+    unset = {"group", "log", "txn", "group.new_member_join_timeout_ms", "txn.transaction_state_log_num_partitions",
+             "txn.offsets_topic_num_partitions", "txn.completion_delay_ms"}
+    assert sorted(paths) == sorted(set(fields) - unset)
     config = settings.parse([], environ={})
     for option in settings.OPTIONS:
         if option.setting and option.name != "cluster_id":
             value = functools.reduce(getattr, option.path.split("."), config)
             assert value == option.default, option.name
-    assert config.log == LogDefaults() and config.group == GroupConfig()
+    assert config.log == LogDefaults() and config.group == GroupConfig() and config.txn == TxnConfig()
     assert (config.log.retention_ms, config.log.retention_bytes, config.log.max_message_bytes) == (
         604_800_000, -1, 1_048_588,
     )

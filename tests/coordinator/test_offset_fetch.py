@@ -1,10 +1,9 @@
 """OffsetFetch on classic groups: checklist items 122-129 (spec 13.3).
 
-Not applicable:
-* 127 (transaction committed/aborted) and 128 (producers committing transactional offsets to several groups):
-  TxnOffsetCommit and transaction markers are out of scope; the broker offers no transactions.
-* 126 is covered only for its non-transactional half: with no transactions there is never a pending transactional
-  offset, so require_stable=True must simply return the committed values (never UNSTABLE_OFFSET_COMMIT).
+Elsewhere:
+* 127 (transaction committed/aborted), 128 (transactional offsets to several groups) and the transactional half of
+  126 (UNSTABLE_OFFSET_COMMIT while a transactional offset is pending) are in tests/coordinator/test_txn_offsets.py;
+  here 126's other half: with nothing pending, require_stable=True returns the committed values.
 * Version shaping (v0-1 error copied into partitions, v2-7 top-level, v8+ per group) is the API layer's job.
 """
 

@@ -99,7 +99,8 @@ BAD_BATCHES: list[tuple[str, Callable[[], bytes | None], ErrorCode]] = [
     ("control batch", header_patch(ATTRIBUTES_AT, ">h", 0x20), INVALID),
     ("producer id without sequence", idempotent(), INVALID),
     ("bytes after the last record", bytes_after_the_records, INVALID),
-    ("transactional batch", idempotent(base_sequence=0, transactional=True), E.invalid_txn_state),
+    # Transactional data without a transactional id (transactions spec 2.10 step 1).
+    ("transactional batch", idempotent(base_sequence=0, transactional=True), E.transactional_id_authorization_failed),
 ]
 BAD_IDS = [case[0] for case in BAD_BATCHES]
 

@@ -458,11 +458,9 @@ async def test_find_coordinator_single_key(server: BrokerServer, connect: Connec
     assert response.error_message == "NONE"
     assert response.throttle_time == datetime.timedelta(0)
 
-    response = await client.call(find_request(version, 1, "transactional-id"))
-    assert (response.error_code, response.error_message) == (
-        E.coordinator_not_available, "The coordinator is not available.",
-    )
-    assert (response.node_id, response.host, response.port) == (-1, "", -1)
+    response = await client.call(find_request(version, 1, "transactional-id"))  # this broker's TC
+    assert (response.error_code, response.error_message) == (E.none, "NONE")
+    assert (response.node_id, response.host, response.port) == (1, "127.0.0.1", server.port)
 
     for key_type in (2, 3, 100, -1):  # share before v6, then unknown key types
         response = await client.call(find_request(version, key_type, "group"))
@@ -482,9 +480,9 @@ async def test_find_coordinator_batched_keys(server: BrokerServer, connect: Conn
 
     response = await client.call(find_request(version, 1, "txn-1", "txn-2"))
     assert [c.key for c in response.coordinators] == ["txn-1", "txn-2"]
-    for c in response.coordinators:
+    for c in response.coordinators:  # this broker's transaction coordinator
         assert (c.error_code, c.error_message, c.node_id, c.host, c.port) == (
-            E.coordinator_not_available, None, -1, "", -1,
+            E.none, None, 1, "127.0.0.1", server.port,
         )
 
     response = await client.call(find_request(version, 2, "share-1", "share-2"))

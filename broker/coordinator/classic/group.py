@@ -8,7 +8,7 @@ Section numbers refer to ``docs/spec/group-coordinator.md`` (4: the data model, 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
@@ -46,6 +46,9 @@ class CommittedOffset:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int | None = None
+    # transactions.md 5.2: where the commit stands among all commits (Kafka: its record's offset in
+    # __consumer_offsets), so a transaction's COMMIT never overwrites a regular commit written after it.
+    record_order: int = field(default=0, compare=False)
 
 
 class ClassicGroup:

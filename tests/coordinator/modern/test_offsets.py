@@ -1,8 +1,8 @@
 """Committed offsets of consumer groups: checklist items 89-97 of ``docs/spec/consumer-groups.md`` section 13
 (section 8).
 
-Not here: item 95 (TxnOffsetCommit with a stale member epoch -> ILLEGAL_GENERATION): the broker has no
-TxnOffsetCommit API yet.
+Not here: item 95 (TxnOffsetCommit with a stale member epoch -> ILLEGAL_GENERATION) is tested with the other
+transactional offsets, in tests/coordinator/test_txn_offsets.py (transactions spec item 54).
 """
 
 from __future__ import annotations
