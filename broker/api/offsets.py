@@ -18,6 +18,27 @@ def _exists(ctx: ApiContext, topic: str, partition: int) -> bool:
     return found is not None and 0 <= partition < found.partitions
 
 
+def known_commits(ctx: ApiContext, topics: Any) -> tuple[tuple[str, tuple[PartitionCommit, ...]], ...]:
+    """The commits of partitions that exist, per topic (OffsetCommit and TxnOffsetCommit alike): KafkaApis answers
+    the others UNKNOWN_TOPIC_OR_PARTITION itself and drops them from what the coordinator sees."""
+    return tuple(
+        (
+            topic.name,
+            tuple(
+                PartitionCommit(
+                    partition=p.partition_index,
+                    offset=p.committed_offset,
+                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                    metadata=p.committed_metadata,
+                )
+                for p in topic.partitions
+                if _exists(ctx, topic.name, p.partition_index)
+            ),
+        )
+        for topic in topics
+    )
+
+
 def _with_unknown_partitions(body: Any, result: PartitionErrors) -> PartitionErrors:
     """The coordinator's answer plus UNKNOWN_TOPIC_OR_PARTITION for what KafkaApis filtered out, in request order."""
     errors = {(topic, partition): error for topic, partitions in result for partition, error in partitions}
@@ -38,22 +59,7 @@ def offset_commit(ctx: ApiContext, call: Call, body: Any) -> Any:
     retention = getattr(body, "retention_time", None)
     # KafkaApis answers partitions missing from the metadata itself and drops them from the request;
     # when none is left the group is not looked at (spec 6.1).
-    known = tuple(
-        (
-            topic.name,
-            tuple(
-                PartitionCommit(
-                    partition=p.partition_index,
-                    offset=p.committed_offset,
-                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                    metadata=p.committed_metadata,
-                )
-                for p in topic.partitions
-                if _exists(ctx, topic.name, p.partition_index)
-            ),
-        )
-        for topic in body.topics
-    )
+    known = known_commits(ctx, body.topics)
     request = CommitRequest(
         group_id=body.group_id,
         topics=tuple((name, partitions) for name, partitions in known if partitions),

@@ -21,7 +21,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call
-from broker.coordinator.messages import PartitionCommit, PartitionErrors, TxnCommitRequest
+from broker.api.offsets import known_commits
+from broker.coordinator.messages import PartitionErrors, TxnCommitRequest
 from broker.transactions.messages import TxnOffsetCheckRequest
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -29,31 +30,11 @@ from protocol.codec import build, nested, response_schema
 E = ErrorCode
 
 
-def _exists(ctx: ApiContext, topic: str, partition: int) -> bool:
-    found = ctx.topics.get(topic)
-    return found is not None and 0 <= partition < found.partitions
-
-
 def txn_offset_commit(ctx: ApiContext, call: Call, body: Any) -> Any:
     version = call.api_version
     # 5.1 step 2: KafkaApis answers partitions missing from the metadata itself (per topic when the topic is
     # unknown) and drops them from the request.
-    known = tuple(
-        (
-            topic.name,
-            tuple(
-                PartitionCommit(
-                    partition=p.partition_index,
-                    offset=p.committed_offset,
-                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                    metadata=p.committed_metadata,
-                )
-                for p in topic.partitions
-                if _exists(ctx, topic.name, p.partition_index)
-            ),
-        )
-        for topic in body.topics
-    )
+    known = known_commits(ctx, body.topics)
     request = TxnCommitRequest(
         group_id=body.group_id,
         producer_id=body.producer_id,
