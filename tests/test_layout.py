@@ -24,6 +24,7 @@ RANKS: dict[str, int] = {
     "broker": 0,  # broker/__init__.py: the version, nothing else
     "protocol": 0,
     "broker.timing": 1,
+    "broker.re2_pattern": 1,  # RE2 loaded on first use, for KIP-848 subscriptions and ListTransactions v2
     "broker.events": 2,
     "broker.coordinator": 3,
     "broker.storage": 3,

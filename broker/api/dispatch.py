@@ -17,6 +17,7 @@ from broker.api import (
     produce,
     topic_admin,
     transactions,
+    txn_admin,
     txn_offsets,
 )
 from broker.api.api_versions import api_versions
@@ -31,6 +32,10 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType(
         ApiKey.ADD_PARTITIONS_TO_TXN: transactions.add_partitions_to_txn,
         ApiKey.ADD_OFFSETS_TO_TXN: transactions.add_offsets_to_txn,
         ApiKey.END_TXN: transactions.end_txn,
+        ApiKey.WRITE_TXN_MARKERS: txn_admin.write_txn_markers,
+        ApiKey.DESCRIBE_PRODUCERS: txn_admin.describe_producers,
+        ApiKey.DESCRIBE_TRANSACTIONS: txn_admin.describe_transactions,
+        ApiKey.LIST_TRANSACTIONS: txn_admin.list_transactions,
         ApiKey.FETCH: fetch.fetch,
         ApiKey.LIST_OFFSETS: fetch.list_offsets,
         ApiKey.CREATE_TOPICS: topic_admin.create_topics,

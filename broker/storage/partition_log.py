@@ -24,7 +24,7 @@ from broker.storage.records import (
     read_index,
     restamp,
 )
-from broker.storage.transactions import AbortedTxn, TransactionState
+from broker.storage.transactions import AbortedTxn, ActiveProducer, TransactionState
 
 # Kafka keeps the metadata of the last five batches per producer to answer retries (ProducerStateEntry).
 _RETAINED_BATCHES = 5
@@ -74,6 +74,7 @@ class _SequenceRange:
 @dataclass(slots=True)
 class _ProducerEntry:
     epoch: int = _NO_EPOCH
+    last_timestamp: int = -1  # ProducerStateEntry.lastTimestamp: DescribeProducers reports it (section 6.3)
     batches: collections.deque[_SequenceRange] = field(
         default_factory=lambda: collections.deque(maxlen=_RETAINED_BATCHES)
     )
@@ -116,6 +117,7 @@ class _ProducerEntry:
             self.epoch = header.producer_epoch
             self.batches.clear()
         self.batches.append(_SequenceRange(header.base_sequence, header.last_sequence, base_offset))
+        self.last_timestamp = header.max_timestamp
 
 
 class StorageFull(Exception):
@@ -358,8 +360,24 @@ class PartitionLog:
             entry.epoch = epoch
             entry.batches.clear()
             entry.batches.append(_SequenceRange(NO_SEQUENCE, NO_SEQUENCE, offset))
+        entry.last_timestamp = timestamp_ms
         self._transactions.marker_appended(marker, offset)
         return offset
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer this partition keeps state for, idempotent and transactional, by producer id: what
+        DescribeProducers reports (``UnifiedLog.activeProducers``, transactions spec section 6.3)."""
+        return [
+            ActiveProducer(
+                producer_id,
+                entry.epoch,
+                entry.batches[-1].last_sequence if entry.batches else NO_SEQUENCE,
+                entry.last_timestamp,
+                self._transactions.coordinator_epoch(producer_id),
+                self._transactions.current_txn_start_offset(producer_id),
+            )
+            for producer_id, entry in sorted(self._producers.items())
+        ]
 
     def marker_at(self, offset: int) -> Marker | None:
         """The marker stored at ``offset``, or None if no marker is there (read back with the batch reader)."""

@@ -39,6 +39,18 @@ class CompletedTxn:
     aborted: bool
 
 
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """One producer's state on a partition, read-only, as DescribeProducers reports it (section 6.3)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int  # -1 when no batch of the current epoch is remembered
+    last_timestamp: int  # of its last batch or marker here
+    coordinator_epoch: int  # -1 before any marker
+    current_txn_start_offset: int  # the first offset of its open transaction here, -1 when none is open
+
+
 class TransactionState:
     """Which producers have a transaction open on the partition, and the aborted ones, in ABORT-marker order."""
 
@@ -52,6 +64,14 @@ class TransactionState:
     def open_first_offset(self, producer_id: int) -> int | None:
         """The first offset of the producer's open transaction here (``UnifiedLog.hasOngoingTransaction``)."""
         return self._open.get(producer_id)
+
+    def coordinator_epoch(self, producer_id: int) -> int:
+        """The coordinator epoch of the producer's last marker here, -1 before any (``ProducerStateEntry``)."""
+        return self._coordinator_epochs.get(producer_id, NO_COORDINATOR_EPOCH)
+
+    def current_txn_start_offset(self, producer_id: int) -> int:
+        """``ProducerStateEntry.currentTxnFirstOffset`` as DescribeProducers reports it: -1 when none is open."""
+        return self._open.get(producer_id, -1)
 
     def check_data(self, header: BatchHeader) -> None:
         """ProducerAppendInfo.appendDataBatch, after the epoch and sequence checks: a producer with a transaction
