@@ -20,6 +20,7 @@ from typing import Any
 from broker.cli.format import (
     CONSUMER_MEMBER_HEADERS,
     MEMBER_HEADERS,
+    TRANSACTION_HEADERS,
     consumer_member_row,
     duration,
     event_row,
@@ -30,6 +31,7 @@ from broker.cli.format import (
     protocol_text,
     table,
     text,
+    transaction_row,
 )
 from broker.control.client import ControlClient, ControlError
 
@@ -149,6 +151,22 @@ def describe_text(group: JSON, events: Sequence[JSON]) -> str:
     return "\n".join(lines)
 
 
+# -- transactions -------------------------------------------------------------------------------------------
+
+
+def cmd_transactions(args: argparse.Namespace) -> int:
+    """Open transactions (Ongoing, PrepareCommit, PrepareAbort); ``--all`` every transactional id the broker holds."""
+    transactions = client(args).transactions(None if args.all else "open")
+    if args.json:
+        emit_json(transactions)
+        return 0
+    if not transactions:
+        print("no transactional ids" if args.all else "no open transactions")
+        return 0
+    print(table(TRANSACTION_HEADERS, [transaction_row(t) for t in transactions]))
+    return 0
+
+
 # -- chaos verbs --------------------------------------------------------------------------------------------
 
 
@@ -228,6 +246,7 @@ def fault_fields(args: argparse.Namespace) -> JSON:
         "member_id": args.member_id,
         "group_instance_id": args.group_instance_id,
         "client_id": args.client_id,
+        "transactional_id": args.transactional_id,
         "count": args.count,
         "probability": args.probability,
         "seed": args.seed,
@@ -290,7 +309,7 @@ def cmd_fault_clear(args: argparse.Namespace) -> int:
 
 
 _MATCH_FIELDS = (("api", "api"), ("group_id", "group"), ("member_id", "member"), ("group_instance_id", "instance"),
-                 ("client_id", "client_id"))
+                 ("client_id", "client_id"), ("transactional_id", "transactional_id"))
 
 
 def rule_match(rule: Mapping[str, Any]) -> str:
@@ -346,6 +365,7 @@ def cmd_run_unavailable(args: argparse.Namespace) -> int:
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "groups": cmd_groups,
     "describe": cmd_describe,
+    "transactions": cmd_transactions,
     "watch": cmd_watch,
     "kick": cmd_kick,
     "fence": cmd_fence,

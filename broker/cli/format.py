@@ -143,10 +143,10 @@ def consumer_member_row(member: JSON) -> list[str]:
 _EVENT_ENVELOPE = frozenset((*names.COMMON, "group_type"))
 _EVENT_FIRST = (
     "member_id", "new_member_id", "group_instance_id", "generation_id", "group_epoch", "member_epoch",
-    "assignment_epoch", "from", "to", "cause", "state",
+    "assignment_epoch", "from", "to", "cause", "state", "transactional_id",
 )
-# A consumer group's partitions by topic (member_reconciled): shown as t[0,1].
-_EVENT_PARTITIONS = frozenset({"assigned", "pending_revocation"})
+# Partitions by topic (a consumer group's member_reconciled, a transaction's events): shown as t[0,1].
+_EVENT_PARTITIONS = frozenset({"assigned", "pending_revocation", "partitions"})
 
 
 def event_time(event: Mapping[str, Any]) -> str:
@@ -186,3 +186,22 @@ def event_details(event: Mapping[str, Any]) -> str:
 
 def event_row(event: Mapping[str, Any]) -> list[str]:
     return [str(event.get("seq", "-")), event_time(event), str(event.get("event", "?")), event_details(event)]
+
+
+# -- transactions -------------------------------------------------------------------------------------------
+
+TRANSACTION_HEADERS = ["TRANSACTIONAL ID", "STATE", "PRODUCER", "TV", "TIMEOUT", "OPEN FOR", "PARTITIONS", "GROUPS"]
+
+
+def transaction_row(txn: JSON) -> list[str]:
+    """One transactional id of ``GET /v1/transactions``; PRODUCER is ``pid/epoch``."""
+    return [
+        str(txn["transactional_id"]),
+        text(txn.get("state")),
+        f"{txn.get('producer_id')}/{txn.get('producer_epoch')}",
+        text(txn.get("transaction_version")),
+        duration(txn.get("txn_timeout_ms")),
+        duration(txn.get("duration_ms")),
+        partitions_text(txn.get("partitions")),
+        ",".join(txn.get("groups") or []) or "-",
+    ]

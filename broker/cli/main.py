@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from broker.config import settings
 
 # The commands that talk to the control API: they (and only they) take --admin and --json.
-CONTROL_COMMANDS = ("groups", "describe", "watch", "chaos")
+CONTROL_COMMANDS = ("groups", "describe", "transactions", "watch", "chaos")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,6 +96,13 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
     groups.add_argument("--type", choices=("classic", "consumer"), help="only groups of this kind")
     describe = command(commands, "describe", "describe", "one group: its members, assignments and latest events")
     describe.add_argument("group", metavar="GROUP")
+    transactions = command(
+        commands, "transactions", "transactions",
+        "list the open transactions (Ongoing, PrepareCommit, PrepareAbort) of the transaction coordinator",
+    )
+    transactions.add_argument(
+        "--all", action="store_true", help="every transactional id the broker holds, idle ones too"
+    )
     watch = command(
         commands, "watch", "watch",
         "a live view of the groups (or of one), refreshed 4 times a second; "
@@ -135,6 +142,7 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
     match.add_argument("--member", dest="member_id", metavar="MEMBER_ID")
     match.add_argument("--instance", dest="group_instance_id", metavar="INSTANCE_ID")
     match.add_argument("--client-id", metavar="CLIENT_ID")
+    match.add_argument("--transactional-id", metavar="TRANSACTIONAL_ID")
     actions = add.add_argument_group("action (exactly one)").add_mutually_exclusive_group(required=True)
     actions.add_argument("--error", metavar="NAME_OR_CODE", help="answer with this Kafka error (name or code)")
     actions.add_argument("--delay-ms", type=int, metavar="N", help="delay the answer by N ms")

@@ -25,6 +25,8 @@ from broker.coordinator.modern.types import ConsumerGroupState
 from broker.coordinator.views import ConsumerMemberDetail, GroupDetail, GroupSummary, MemberDetail
 from broker.events.hub import Record
 from broker.server.faults import FaultSpecError
+from broker.transactions.events import partitions_by_topic
+from broker.transactions.state import TxnMetadata, TxnState
 
 if TYPE_CHECKING:
     from broker.server.broker import BrokerServer
@@ -43,6 +45,14 @@ _STATES = {
     if state not in (GroupState.DEAD, ConsumerGroupState.DEAD)
 }
 GROUP_TYPES = ("classic", "consumer")
+# GET /v1/transactions?state=: "open" (a transaction in flight: Ongoing or Prepare*) or one state, any case.
+# PrepareEpochFence is passed through within one call and Dead ids are forgotten at once: neither is ever listed.
+_TXN_STATES = {
+    state.value.lower(): state
+    for state in TxnState
+    if state not in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE)
+}
+OPEN_TXN_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -148,6 +158,25 @@ def group_detail(group: GroupDetail, now_ms: int) -> dict[str, Any]:
     return detail
 
 
+def transaction_view(meta: TxnMetadata, now_ms: int) -> dict[str, Any]:
+    """One transactional id (transactions spec section 3.1); ``start_ms`` and ``duration_ms`` are null unless a
+    transaction is open, and a completed one's partitions and groups are already cleared (section 3.8 step 3)."""
+    started = meta.state in OPEN_TXN_STATES and meta.txn_start_ms >= 0
+    return {
+        "transactional_id": meta.transactional_id,
+        "state": meta.state.value,
+        "producer_id": meta.producer_id,
+        "producer_epoch": meta.producer_epoch,
+        "transaction_version": meta.transaction_version,
+        "txn_timeout_ms": meta.txn_timeout_ms,
+        "start_ms": meta.txn_start_ms if started else None,
+        "duration_ms": max(now_ms - meta.txn_start_ms, 0) if started else None,
+        "last_update_ms": meta.last_update_ms,
+        "partitions": partitions_by_topic(meta.partitions),
+        "groups": sorted(meta.groups),
+    }
+
+
 class ControlApi:
     def __init__(self, server: BrokerServer, limits: HttpLimits | None = None) -> None:
         """``limits``: time-outs and sizes of the HTTP edge (``http_guard``); the defaults suit a real broker."""
@@ -171,6 +200,7 @@ class ControlApi:
                 web.post("/v1/groups/{group}/members/{member}/kick", self.kick),
                 web.post("/v1/groups/{group}/instances/{instance}/fence", self.fence),
                 web.post("/v1/groups/{group}/rebalance", self.rebalance),
+                web.get("/v1/transactions", self.list_transactions),
                 web.get("/v1/events", self.stream_events),
                 web.get("/v1/faults", self.list_faults),
                 web.post("/v1/faults", self.add_fault),
@@ -321,6 +351,33 @@ class ControlApi:
         finally:
             unsubscribe()
         return _json(group_detail(group, self._now()))
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    async def list_transactions(self, request: web.Request) -> web.Response:
+        """Every transactional id the coordinator holds (open ones, and idle ones until they expire: 3.9)."""
+        wanted = request.query.get("state") or None
+        unknown = sorted(set(request.query) - {"state"})
+        if unknown:
+            return _error(400, f"unknown query parameter(s) {unknown}")
+        states: frozenset[TxnState] | None = None
+        if wanted is not None:
+            if wanted.lower() == "open":
+                states = OPEN_TXN_STATES
+            elif wanted.lower() in _TXN_STATES:
+                states = frozenset({_TXN_STATES[wanted.lower()]})
+            else:
+                choices = ["open", *(state.value for state in _TXN_STATES.values())]
+                return _error(400, f"state must be one of {choices}, got {_quoted(wanted)}")
+        now = self._now()
+        found = sorted(self.server.transactions.transactions.items())
+        return _json(
+            {
+                "transactions": [
+                    transaction_view(meta, now) for _, meta in found if states is None or meta.state in states
+                ]
+            }
+        )
 
     # -- chaos verbs --------------------------------------------------------------------
 

@@ -127,6 +127,12 @@ class ControlClient:
         timeout = max(self.timeout, timeout_ms / 1000 + self.timeout)
         return self._json("GET", f"/v1/groups/{quote(group_id)}/wait{query}", timeout=timeout)
 
+    # -- transactions ---------------------------------------------------------------------------------------
+
+    def transactions(self, state: str | None = None) -> list[JSON]:
+        """Every transactional id the broker holds, by id; ``state`` "open" (Ongoing or Prepare*) or one state."""
+        return _list(self._json("GET", f"/v1/transactions{_query(state=state)}"), "transactions")
+
     # -- chaos verbs ----------------------------------------------------------------------------------------
 
     def kick(self, group_id: str, member_id: str) -> JSON:

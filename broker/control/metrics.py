@@ -27,8 +27,10 @@ from broker.events.names import (
     STATE_CHANGED,
     SYNC_COMPLETED,
     TARGET_ASSIGNMENT_COMPUTED,
+    TRANSACTION_ENDINGS,
 )
 from broker.server.stats import LATENCY_BUCKETS
+from broker.transactions.state import ONGOING
 from protocol.apis import ApiKey, kafka_name
 
 if TYPE_CHECKING:
@@ -116,6 +118,14 @@ class _ScrapeTime(Collector):
         yield CounterMetricFamily(
             "group_broker_connections_accepted", "Kafka connections accepted", value=server.connections_accepted
         )
+        # Transactions in flight (Ongoing or Prepare*: transactions spec section 3.2), read at scrape time.
+        open_txns = sum(
+            1 for meta in server.transactions.transactions.values() if meta.state is ONGOING or meta.state.preparing
+        )
+        yield GaugeMetricFamily(
+            "group_broker_open_transactions", "Transactions in flight (Ongoing, PrepareCommit, PrepareAbort)",
+            value=open_txns,
+        )
         hits = CounterMetricFamily(
             "group_broker_fault_hits", "Requests a fault rule acted on", labels=["rule", "action"]
         )
@@ -184,6 +194,14 @@ class BrokerMetrics:
             ["state"],
             registry=self.registry,
         )
+        self.transactions_ended = Counter(
+            "group_broker_transactions_ended",
+            "Transactions ended, by outcome: committed, aborted (by the client), timed_out, fenced (docs/events.md)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in TRANSACTION_ENDINGS.values():
+            self.transactions_ended.labels(outcome)  # every outcome shows, at 0 until it happens
         # Per consumer group: when its first epoch bump since it was last Stable happened (events' ts_ms).
         self._unsettled_since: dict[str, int] = {}
         server.events.subscribe(self.observe)
@@ -192,6 +210,10 @@ class BrokerMetrics:
         name = record["event"]
         group = record["group_id"]
         self.events.labels(name).inc()
+        outcome = TRANSACTION_ENDINGS.get(name)
+        if outcome is not None:
+            self.transactions_ended.labels(outcome).inc()
+            return
         if record.get("group_type") == "consumer":
             self._observe_consumer(name, group, record)
         elif name == REBALANCE_STARTED:

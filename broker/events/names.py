@@ -30,6 +30,20 @@ OFFSETS_COMMITTED = "offsets_committed"
 GROUP_EPOCH_BUMPED = "group_epoch_bumped"
 TARGET_ASSIGNMENT_COMPUTED = "target_assignment_computed"
 MEMBER_RECONCILED = "member_reconciled"
+# Added within version 2: the transaction coordinator (docs/events.md, "Transactions"); group_id is "".
+TRANSACTION_STARTED = "transaction_started"
+TRANSACTION_COMMITTED = "transaction_committed"
+TRANSACTION_ABORTED = "transaction_aborted"
+TRANSACTION_TIMED_OUT = "transaction_timed_out"
+TRANSACTION_FENCED = "transaction_fenced"
+#: The events that end a transaction, by outcome (the control API's metrics count them).
+TRANSACTION_ENDINGS = {
+    TRANSACTION_COMMITTED: "committed",
+    TRANSACTION_ABORTED: "aborted",
+    TRANSACTION_TIMED_OUT: "timed_out",
+    TRANSACTION_FENCED: "fenced",
+}
+TRANSACTION_EVENTS = frozenset({TRANSACTION_STARTED, *TRANSACTION_ENDINGS})
 
 #: Every event of this format version. A reader counts others as unknown and skips them: a broker may add events
 #: within a version.
@@ -53,6 +67,7 @@ EVENTS = frozenset(
         GROUP_EPOCH_BUMPED,
         TARGET_ASSIGNMENT_COMPUTED,
         MEMBER_RECONCILED,
+        *TRANSACTION_EVENTS,
     }
 )
 

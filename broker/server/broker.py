@@ -137,6 +137,7 @@ class BrokerServer:
             self._complete_transaction,
             settings.txn,
             next_producer_id=self.producer_ids.__next__,
+            events=self.events,  # transaction events share the groups' hub (docs/events.md, "Transactions")
         )
         self._schedule_retention()
         self.connections: set[Connection] = set()

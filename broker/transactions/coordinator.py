@@ -14,10 +14,12 @@ from collections.abc import Callable
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.events.hub import GroupEvents
 from broker.timing.clock import Clock
 from broker.timing.keys import TXN_ABORT_TIMED_OUT, TXN_ID_EXPIRATION, txn_completion_key
 from broker.timing.purgatory import Purgatory
 from broker.transactions.config import TxnConfig
+from broker.transactions.events import TxnEventLog
 from broker.transactions.messages import (
     INTERNAL_TOPICS,
     OFFSETS_TOPIC,
@@ -71,6 +73,7 @@ class TransactionCoordinator:
         on_complete: OnComplete,
         config: TxnConfig | None = None,
         next_producer_id: Callable[[], int] | None = None,
+        events: GroupEvents | None = None,
     ) -> None:
         self.clock = clock
         self.purgatory = purgatory
@@ -81,6 +84,7 @@ class TransactionCoordinator:
         self.transactions: dict[str, TxnMetadata] = {}
         self.failures = 0  # scan steps that raised (each logged)
         self.log = structlog.get_logger("transactions")
+        self.events = TxnEventLog(events, clock)  # docs/events.md, "Transactions"
 
     def start(self) -> None:
         """Arm the two periodic scans of section 3.9."""
@@ -126,7 +130,7 @@ class TransactionCoordinator:
             return InitProducerIdResult(E.concurrent_transactions)
         if meta.state is ONGOING:
             # Fence the open transaction and abort it as the coordinator; the client's retry bumps again.
-            self._fence_and_abort(meta)
+            self._fence_and_abort(meta, timed_out=False)
             return InitProducerIdResult(E.concurrent_transactions)
         # 3.4 step 3: Empty or Complete*.
         if epoch_exhausted(meta.producer_epoch) and (not expected or request.producer_epoch == meta.producer_epoch):
@@ -266,7 +270,10 @@ class TransactionCoordinator:
         if group_id is not None:
             meta.groups.add(group_id)
         meta.transaction_version = transaction_version
+        opened = meta.state is not ONGOING
         meta.transition_to(ONGOING, now)
+        if opened:
+            self.events.started(meta)
         return E.none
 
     # -- EndTxn (2.8, 3.6, 3.7) -------------------------------------------------------------------------------
@@ -337,26 +344,29 @@ class TransactionCoordinator:
 
     # -- completion (3.8) -------------------------------------------------------------------------------------
 
-    def _fence_and_abort(self, meta: TxnMetadata) -> None:
+    def _fence_and_abort(self, meta: TxnMetadata, timed_out: bool) -> None:
         """``prepareFenceProducerEpoch`` then an abort as the coordinator: ABORT markers at the bumped epoch.
 
         The bump is returned to nobody, so the producer that owned the transaction is fenced (3.4 step 2, 3.9).
         """
         meta.transition_to(PREPARE_EPOCH_FENCE, self.clock.now_ms())
+        fenced_epoch = meta.producer_epoch
         if meta.producer_epoch < MAX_EPOCH:  # Kafka refuses to overflow; the next InitProducerId rotates the pid
             meta.producer_epoch += 1
-        self._prepare(meta, False)
+        self.events.fenced(meta, fenced_epoch, timed_out)
+        self._prepare(meta, False, by_client=False)
 
-    def _prepare(self, meta: TxnMetadata, commit: bool) -> None:
+    def _prepare(self, meta: TxnMetadata, commit: bool, by_client: bool = True) -> None:
         """3.8 step 1, then steps 2-3 in the same call unless the completion-delay knob holds them back."""
         meta.transition_to(PREPARE_COMMIT if commit else PREPARE_ABORT, self.clock.now_ms())
         delay_ms = self.config.completion_delay_ms
         if delay_ms > 0:
-            self.purgatory.schedule(txn_completion_key(meta.transactional_id), delay_ms, lambda: self._complete(meta))
+            key = txn_completion_key(meta.transactional_id)
+            self.purgatory.schedule(key, delay_ms, lambda: self._complete(meta, by_client))
         else:
-            self._complete(meta)
+            self._complete(meta, by_client)
 
-    def _complete(self, meta: TxnMetadata) -> None:
+    def _complete(self, meta: TxnMetadata, by_client: bool) -> None:
         commit = meta.state is PREPARE_COMMIT
         markers = tuple(
             TxnMarker(topic, partition, meta.producer_id, meta.producer_epoch, commit)
@@ -368,6 +378,8 @@ class TransactionCoordinator:
             meta.transactional_id, meta.producer_id, meta.producer_epoch, commit, markers, tuple(sorted(meta.groups))
         )
         self._on_complete(completion)
+        if by_client:  # a fenced or timed-out transaction had its event when the coordinator took it over
+            self.events.ended(meta, commit)
         if meta.next_producer_id != NO_PRODUCER_ID:  # TV2 overflow: the markers used the old pid at 32767
             meta.prev_producer_id = meta.producer_id
             meta.producer_id = meta.next_producer_id
@@ -394,7 +406,7 @@ class TransactionCoordinator:
             for meta in list(self.transactions.values()):
                 if meta.state is ONGOING and meta.txn_start_ms + meta.txn_timeout_ms < now:
                     try:
-                        self._fence_and_abort(meta)
+                        self._fence_and_abort(meta, timed_out=True)
                     except Exception:
                         self.failures += 1
                         self.log.exception("aborting a timed-out transaction failed", txn=meta.transactional_id)
