@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32, i64
+from kio.static.primitive import i16, i32, i64
 
 from broker.api.base import ERROR_MESSAGES, NO_THROTTLE, partition_errors
 from broker.api.configs import error_answer as configs_error_answer
@@ -55,6 +55,15 @@ def error_response(api_key: int, version: int, body: Any, error: ErrorCode) -> A
     if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
         requested = ((t.name, int(p)) for t in body.v3_and_below_topics for p in t.partitions)
         return add_partitions_response(version, ((tp, error) for tp in requested))
+    if api_key == ApiKey.INIT_PRODUCER_ID:
+        # InitProducerIdResponse on error: no producer id, no epoch (RecordBatch.NO_PRODUCER_ID / NO_PRODUCER_EPOCH).
+        return build(cls, throttle_time=NO_THROTTLE, error_code=error, producer_id=i64(-1), producer_epoch=i16(-1))
+    if api_key == ApiKey.TXN_OFFSET_COMMIT:
+        # TxnOffsetCommitRequest.getErrorResponse: no top-level error, so it goes on every requested partition.
+        every_partition = tuple((t.name, tuple((p.partition_index, error) for p in t.partitions)) for t in body.topics)
+        return build(
+            cls, throttle_time=NO_THROTTLE, topics=partition_errors(cls, "TxnOffsetCommitResponse", every_partition)
+        )
     if api_key in (ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
         return configs_error_answer(api_key, version, body, error)
     raise ValueError(f"no error response for api key {api_key}")
@@ -88,6 +97,19 @@ def _offset_fetch_error(cls: type, version: int, body: Any, error: ErrorCode) ->
         for t in body.topics or ()
     )
     return build(cls, throttle_time=NO_THROTTLE, topics=topics)
+
+
+def request_transactional_id(api_key: int, body: Any) -> str | None:
+    """The transactional id a request names: the transaction APIs' and Produce's field (AddPartitionsToTxn v0-3
+    calls it V3AndBelowTransactionalId), or FindCoordinator's key when it asks for a transaction coordinator."""
+    if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
+        return getattr(body, "v3_and_below_transactional_id", None)
+    if api_key == ApiKey.FIND_COORDINATOR:
+        if getattr(body, "key_type", 0) != 1:
+            return None
+        keys = getattr(body, "coordinator_keys", None)
+        return keys[0] if keys else getattr(body, "key", None)
+    return getattr(body, "transactional_id", None)
 
 
 def request_identity(api_key: int, body: Any) -> tuple[str | None, str | None, str | None]:

@@ -2,7 +2,9 @@
 
 Transactional Produce is TV1 (transactions spec 2.10 and 4.3): we serve Produce up to v11, so a transactional
 batch for a partition where the producer has no open transaction is verified with the transaction coordinator,
-never implicitly added (that is v12, TV2). InitProducerId with a transactional id goes to the coordinator (2.4).
+never implicitly added (that is v12, TV2). The checks follow the order of 2.10: every partition's metadata and
+shape first, then one request's transactional batches must come from one producer, then verification and append.
+InitProducerId with a transactional id goes to the coordinator (2.4).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from kio.static.primitive import i16, i32, i64
 
 from broker.api.base import NO_RESPONSE, NO_THROTTLE, ApiContext, Call, CloseConnection, millis
 from broker.storage.codecs import ZSTD
-from broker.storage.partition_log import StorageFull
+from broker.storage.partition_log import PartitionLog, StorageFull
 from broker.storage.records import (
     TRANSACTIONAL_MASK,
     BatchHeader,
@@ -24,6 +26,7 @@ from broker.storage.records import (
     split_batches,
     validate_client_batch,
 )
+from broker.storage.topics import Topic
 from broker.transactions.messages import AddPartitionsRequest, InitProducerIdRequest, error_for_version
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -52,32 +55,56 @@ def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
     # One for the whole request: what its compressed batches may decompress to together (records.InflationBudget),
     # from the broker's message.max.bytes, which a client cannot raise (a topic's max.message.bytes it can).
     budget = InflationBudget(ctx.topics.defaults.max_message_bytes)
-    outcomes: list[tuple[str, list[tuple[int, _Outcome]]]] = []
     transactional_id = getattr(body, "transactional_id", None)
     # Transactions spec 2.10 step 1: transactional data without a transactional id fails every partition.
     unauthorized = transactional_id is None and any(
         _is_transactional(p.records) for t in body.topic_data for p in t.partition_data
     )
+    # Step 2 for every partition first (KafkaApis' metadata and shape checks), so that step 3 sees the batches
+    # that passed it, as ReplicaManager.handleProduceAppend does.
+    shaped: list[tuple[str, list[tuple[int, _Outcome | _Shaped]]]] = []
     for topic_data in body.topic_data:
-        answered = []
+        checked: list[tuple[int, _Outcome | _Shaped]] = []
         for partition_data in topic_data.partition_data:
             if unauthorized:
                 reason = "transactional records need the request's transactional id"
                 _refused(call, topic_data.name, partition_data.index, _UNAUTHORIZED, reason)
-                outcome = _Outcome(_UNAUTHORIZED, message=reason)
+                checked.append((partition_data.index, _Outcome(_UNAUTHORIZED, message=reason)))
             else:
-                outcome = _append(
-                    ctx,
-                    call,
-                    topic_data.name,
-                    partition_data.index,
-                    partition_data.records,
-                    acks,
-                    budget,
-                    transactional_id,
+                checked.append(
+                    (
+                        partition_data.index,
+                        _shape(ctx, call, topic_data.name, partition_data.index, partition_data.records),
+                    )
                 )
-            answered.append((partition_data.index, outcome))
-        outcomes.append((topic_data.name, answered))
+        shaped.append((topic_data.name, checked))
+
+    # Step 3: transactional batches of more than one producer in one request refuse it whole, nothing appended.
+    # ReplicaManager.handleProduceAppend counts (producer id, epoch) pairs: two epochs of one id refuse it too.
+    producers = {
+        (entry.header.producer_id, entry.header.producer_epoch)
+        for _, checked in shaped
+        for _, entry in checked
+        if isinstance(entry, _Shaped) and entry.header.is_transactional and entry.header.producer_id >= 0
+    }
+    outcomes: list[tuple[str, list[tuple[int, _Outcome]]]] = []
+    if len(producers) > 1:
+        reason = "Transactional records contained more than one producer ID"
+        for name, checked in shaped:
+            for partition, _ in checked:
+                _refused(call, name, partition, ErrorCode.invalid_producer_id_mapping, reason)
+        mapping = _Outcome(ErrorCode.invalid_producer_id_mapping, message=reason)
+        outcomes = [(name, [(partition, mapping) for partition, _ in checked]) for name, checked in shaped]
+    else:
+        for name, checked in shaped:
+            answered = [
+                (
+                    partition,
+                    entry if isinstance(entry, _Outcome) else _append(ctx, call, entry, acks, budget, transactional_id),
+                )
+                for partition, entry in checked
+            ]
+            outcomes.append((name, answered))
 
     if acks == 0:
         failed = [(t, p, o) for t, ps in outcomes for p, o in ps if o.error is not ErrorCode.none]
@@ -88,17 +115,22 @@ def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
     return _response(call.api_version, outcomes)
 
 
-def _append(
-    ctx: ApiContext,
-    call: Call,
-    name: str,
-    partition: int,
-    records: bytes | None,
-    acks: int,
-    budget: InflationBudget,
-    transactional_id: str | None = None,
-) -> _Outcome:
-    """One partition, checked in KafkaApis' order: metadata, batch shape, acks, then the log's own checks."""
+class _Shaped:
+    """A partition's records past step 2 of transactions spec 2.10: the partition exists, one magic-2 batch."""
+
+    __slots__ = ("batch", "header", "log", "partition", "topic")
+
+    def __init__(self, topic: Topic, partition: int, log: PartitionLog, header: BatchHeader, batch: bytes) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.log = log
+        self.header = header
+        self.batch = batch
+
+
+def _shape(ctx: ApiContext, call: Call, name: str, partition: int, records: bytes | None) -> _Outcome | _Shaped:
+    """Step 2 of 2.10, in KafkaApis' order: metadata, then ``ProduceRequest.validateRecords`` (magic, compression
+    for the version, exactly one batch)."""
     topic = ctx.topics.get_or_auto_create(name)
     partition_log = topic.log(partition) if topic is not None else None
     if topic is None or partition_log is None:
@@ -118,16 +150,33 @@ def _append(
                 "Produce requests with version 3 and above are only allowed to contain exactly one record batch "
                 f"per partition; found {len(batches)}",
             )
+    except InvalidBatch as error:
+        _refused(call, topic.name, partition, error.error, str(error))
+        return _Outcome(error.error, message=str(error))
+    header, batch = batches[0]
+    return _Shaped(topic, partition, partition_log, header, batch)
+
+
+def _append(
+    ctx: ApiContext,
+    call: Call,
+    shaped: _Shaped,
+    acks: int,
+    budget: InflationBudget,
+    transactional_id: str | None = None,
+) -> _Outcome:
+    """One partition past steps 2 and 3: acks, the batch's own checks, verification (step 4), the log's checks."""
+    topic, partition, partition_log, header = shaped.topic, shaped.partition, shaped.log, shaped.header
+    try:
         if acks not in _VALID_ACKS:
             return _Outcome(ErrorCode.invalid_required_acks)
-        header, batch = batches[0]
-        index = validate_client_batch(header, batch, topic.max_message_bytes, budget)
+        index = validate_client_batch(header, shaped.batch, topic.max_message_bytes, budget)
         if header.is_transactional and not partition_log.has_ongoing_transaction(header.producer_id):
             # Only a partition's first batch of a transaction is verified (transactions spec 4.3).
-            refused = _verify(ctx, call, transactional_id, name, partition, header)
+            refused = _verify(ctx, call, transactional_id, topic.name, partition, header)
             if refused is not None:
                 raise InvalidBatch(refused, f"transaction verification failed: {refused.name}")
-        base_offset = partition_log.append(header, batch, index)
+        base_offset = partition_log.append(header, shaped.batch, index)
     except InvalidBatch as error:
         _refused(call, topic.name, partition, error.error, str(error))
         return _Outcome(error.error, message=str(error))

@@ -38,7 +38,7 @@ from kio.schema.errors import ErrorCode
 from broker.api.api_versions import unsupported_version_response
 from broker.api.base import NO_RESPONSE, ApiContext, Call, CloseConnection, InvalidRequest
 from broker.api.dispatch import HANDLERS
-from broker.api.fault_answers import error_response, request_identity
+from broker.api.fault_answers import error_response, request_identity, request_transactional_id
 from broker.coordinator.messages import Client
 from broker.server.faults import CLOSE, DELAY, SWALLOW, FaultRule
 from broker.server.quotas import Slot
@@ -250,7 +250,8 @@ class Connection(asyncio.Protocol):
             self._set_client_id(request.client_id)
         if self._server.faults.rules and request.body is not None:
             identity = request_identity(request.api_key, request.body)
-            if rule := self._fault_rule(frame, request.api_key, *identity):
+            transactional_id = request_transactional_id(request.api_key, request.body)
+            if rule := self._fault_rule(frame, request.api_key, *identity, transactional_id):
                 answer_with = self._fault(rule, frame)
                 if answer_with is None:
                     return None
@@ -382,14 +383,20 @@ class Connection(asyncio.Protocol):
     # -- fault rules -----------------------------------------------------------------------------------------
 
     def _fault_rule(
-        self, frame: bytes, api_key: int, group_id: str | None, member_id: str | None, instance_id: str | None
+        self,
+        frame: bytes,
+        api_key: int,
+        group_id: str | None,
+        member_id: str | None,
+        instance_id: str | None,
+        transactional_id: str | None = None,
     ) -> FaultRule | None:
         if frame is self._released:  # a delayed request back from its delay is not matched a second time
             self._released = None
             return None
         server = self._server
         return server.faults.match(
-            api_key, self._client_id, group_id, member_id, instance_id, server.coordinator.has_member
+            api_key, self._client_id, group_id, member_id, instance_id, server.coordinator.has_member, transactional_id
         )
 
     def _fault(self, rule: FaultRule, frame: bytes) -> ErrorCode | None:

@@ -1,8 +1,8 @@
 """Fault rules: make the broker misbehave on purpose, for one member or many, without a proxy.
 
-A rule matches requests by API and by who sent them (group, member id, instance id, client id) and then
-answers an error code, delays the request, closes the connection, or swallows heartbeats (the member is
-told all is well while its session runs out, so the coordinator evicts it by timeout). A rule fires at
+A rule matches requests by API and by who sent them (group, member id, instance id, client id, transactional id)
+and then answers an error code, delays the request, closes the connection, or swallows heartbeats (the member
+is told all is well while its session runs out, so the coordinator evicts it by timeout). A rule fires at
 most ``count`` times, with a seeded ``probability``, and lapses after ``duration_ms``.
 
 Pure logic on an injected clock: the server asks ``match`` and carries out the action.
@@ -25,7 +25,8 @@ ERROR, DELAY, CLOSE, SWALLOW = "error", "delay", "close", "swallow_heartbeats"
 ACTIONS = (ERROR, DELAY, CLOSE, SWALLOW)
 
 # The APIs an ``error`` rule can answer for: those a consumer group talks to its coordinator with (KIP-848's two
-# included) and the transaction coordinator's (EndTxn answering CONCURRENT_TRANSACTIONS, say):
+# included) and a transactional producer's (docs/spec/transactions.md section 2: InitProducerId, the TV1
+# AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit; EndTxn answering CONCURRENT_TRANSACTIONS, say):
 # broker/api/fault_answers.py shapes their error answers.
 ERROR_APIS = frozenset(
     {
@@ -38,14 +39,16 @@ ERROR_APIS = frozenset(
         ApiKey.OFFSET_FETCH,
         ApiKey.CONSUMER_GROUP_HEARTBEAT,
         ApiKey.CONSUMER_GROUP_DESCRIBE,
+        ApiKey.INIT_PRODUCER_ID,
         ApiKey.ADD_PARTITIONS_TO_TXN,
         ApiKey.ADD_OFFSETS_TO_TXN,
         ApiKey.END_TXN,
+        ApiKey.TXN_OFFSET_COMMIT,
     }
 )
 
 _API_BY_NAME = {kafka_name(key).replace("_", "").lower(): int(key) for key in SUPPORTED_VERSIONS}
-_MATCH_FIELDS = ("group_id", "member_id", "group_instance_id", "client_id")
+_MATCH_FIELDS = ("group_id", "member_id", "group_instance_id", "client_id", "transactional_id")
 _KNOWN_FIELDS = frozenset(
     {"api", "action", "error", "delay_ms", "count", "probability", "seed", "duration_ms", *_MATCH_FIELDS}
 )
@@ -65,6 +68,7 @@ class FaultRule:
     member_id: str | None = None
     group_instance_id: str | None = None
     client_id: str | None = None
+    transactional_id: str | None = None
     error: ErrorCode | None = None
     delay_ms: int | None = None
     count: int | None = None
@@ -97,6 +101,7 @@ class FaultRule:
             "member_id": self.member_id,
             "group_instance_id": self.group_instance_id,
             "client_id": self.client_id,
+            "transactional_id": self.transactional_id,
             "action": self.action,
             "error": self.error.name.upper() if self.error is not None else None,
             "error_code": self.error.value if self.error is not None else None,
@@ -142,11 +147,13 @@ class FaultRules:
         member_id: str | None,
         group_instance_id: str | None,
         is_member: Callable[[str, str], bool] = lambda group_id, member_id: True,
+        transactional_id: str | None = None,
     ) -> FaultRule | None:
         """The first active rule that matches this request and fires (probability permitting); counts the hit.
 
         A swallow rule passes over a member the coordinator no longer has: once evicted, it must hear so, as it
-        would from Kafka. ``is_member`` says which members it has.
+        would from Kafka. ``is_member`` says which members it has. ``transactional_id`` is the one the request
+        names (fault_answers.request_transactional_id), None when it names none.
         """
         now = self.clock.now_ms()
         for rule in self.rules.values():
@@ -159,6 +166,8 @@ class FaultRules:
             if rule.member_id is not None and rule.member_id != member_id:
                 continue
             if rule.group_instance_id is not None and rule.group_instance_id != group_instance_id:
+                continue
+            if rule.transactional_id is not None and rule.transactional_id != transactional_id:
                 continue
             if rule.action == SWALLOW and not is_member(group_id or "", member_id or ""):
                 continue

@@ -64,3 +64,93 @@ def test_bad_rules_are_refused_with_the_reason(spec: dict[str, object], message:
     with pytest.raises(FaultSpecError, match=message):
         rules.add(spec)
     assert not rules
+
+
+def test_a_transactional_id_rule_matches_only_requests_naming_that_id() -> None:
+    rules = FaultRules(ManualClock())
+    rule = rules.add({"action": "error", "error": "CONCURRENT_TRANSACTIONS", "transactional_id": "tx-a"})
+    assert rule.to_json(0)["transactional_id"] == "tx-a"
+    assert rules.match(ApiKey.END_TXN, "c", None, None, None, transactional_id="tx-b") is None
+    assert rules.match(ApiKey.END_TXN, "c", None, None, None) is None  # a request naming no transactional id
+    assert rules.match(ApiKey.JOIN_GROUP, "c", "g", "", None) is None
+    assert rules.match(ApiKey.END_TXN, "c", None, None, None, transactional_id="tx-a") is rule
+    assert rule.hits == 1
+
+
+@pytest.mark.parametrize(
+    "api",
+    [
+        ApiKey.INIT_PRODUCER_ID,
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        ApiKey.END_TXN,
+        ApiKey.TXN_OFFSET_COMMIT,
+    ],
+)
+def test_error_rules_answer_for_every_transaction_api(api: ApiKey) -> None:
+    rules = FaultRules(ManualClock())
+    named = rules.add({"action": "error", "api": int(api), "error": "COORDINATOR_NOT_AVAILABLE", "count": 1})
+    assert rules.match(api, "c", None, None, None, transactional_id="t") is named
+    unnamed = rules.add({"action": "error", "error": "NOT_COORDINATOR", "count": 1})  # no api: every error API
+    assert rules.match(api, "c", None, None, None) is unnamed
+
+
+def test_error_answers_of_the_transaction_apis_have_kafkas_shape() -> None:
+    import datetime
+
+    from kio.schema.errors import ErrorCode
+    from kio.static.primitive import i8, i16, i32, i64
+
+    from broker.api.fault_answers import error_response, request_transactional_id
+    from tests.wire.client import part, request
+
+    init = request(
+        ApiKey.INIT_PRODUCER_ID,
+        4,
+        transactional_id="tx",
+        transaction_timeout=datetime.timedelta(seconds=60),
+        producer_id=i64(-1),
+        producer_epoch=i16(-1),
+    )
+    answer = error_response(ApiKey.INIT_PRODUCER_ID, 4, init, ErrorCode.producer_fenced)
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (ErrorCode.producer_fenced, -1, -1)
+    assert request_transactional_id(ApiKey.INIT_PRODUCER_ID, init) == "tx"
+    topic = part(
+        ApiKey.TXN_OFFSET_COMMIT,
+        3,
+        "TxnOffsetCommitRequestTopic",
+        name="t",
+        partitions=(
+            part(
+                ApiKey.TXN_OFFSET_COMMIT,
+                3,
+                "TxnOffsetCommitRequestPartition",
+                partition_index=i32(index),
+                committed_offset=i64(5),
+                committed_leader_epoch=i32(-1),
+                committed_metadata=None,
+            )
+            for index in (0, 2)
+        ),
+    )
+    commit = request(
+        ApiKey.TXN_OFFSET_COMMIT,
+        3,
+        transactional_id="tx",
+        group_id="g",
+        producer_id=i64(1),
+        producer_epoch=i16(0),
+        generation_id=i32(-1),
+        member_id="",
+        group_instance_id=None,
+        topics=(topic,),
+    )
+    answer = error_response(ApiKey.TXN_OFFSET_COMMIT, 3, commit, ErrorCode.concurrent_transactions)
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics] == [
+        ("t", [(0, ErrorCode.concurrent_transactions), (2, ErrorCode.concurrent_transactions)])
+    ]
+    assert request_transactional_id(ApiKey.TXN_OFFSET_COMMIT, commit) == "tx"
+    find = request(ApiKey.FIND_COORDINATOR, 4, key_type=i8(1), coordinator_keys=("tx",))
+    assert request_transactional_id(ApiKey.FIND_COORDINATOR, find) == "tx"
+    group = request(ApiKey.FIND_COORDINATOR, 4, key_type=i8(0), coordinator_keys=("g",))
+    assert request_transactional_id(ApiKey.FIND_COORDINATOR, group) is None

@@ -4,6 +4,7 @@ sections 2 and 4.3), every served version, through a real socket to an in-proces
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from tests.storage import make_batch
 from tests.wire.client import Connect, WireClient, part, request
 from tests.wire.test_data_plane import produce_request
+from tests.wire.test_txn_offset_commit import errors, txn_offset_commit
 
 E = ErrorCode
 TOPIC = "topic"  # 3 partitions (the server fixture)
@@ -281,6 +283,42 @@ async def test_transactional_produce_verification(server: BrokerServer, connect:
     assert markers(server, 0) == [MarkerType.COMMIT]
 
 
+@pytest.mark.parametrize("version", versions(ApiKey.PRODUCE))
+async def test_transactional_batches_of_two_producers_refuse_the_request(
+    server: BrokerServer, connect: Connect, version: int
+) -> None:
+    # Spec 2.10 step 3: INVALID_PRODUCER_ID_MAPPING on every partition, the one that failed step 2 included,
+    # and nothing appended anywhere.
+    client = await connect()
+    a, b = f"mixed-a-{version}", f"mixed-b-{version}"
+    pid_a, epoch_a = await init(client, a)
+    pid_b, epoch_b = await init(client, b)
+    await client.call(add_partitions_request(3, a, pid_a, epoch_a, (TOPIC, 0)))
+    await client.call(add_partitions_request(3, b, pid_b, epoch_b, (TOPIC, 1)))
+    logs = [server.topics.get(TOPIC).log(p) for p in range(3)]  # type: ignore[union-attr]
+    ends = [log.next_offset for log in logs if log is not None]
+    mixed = [(0, txn_batch(pid_a, epoch_a)), (1, txn_batch(pid_b, epoch_b)), (2, txn_batch(pid_a, epoch_a) * 2)]
+    response = await client.call(produce_request(version, mixed, transactional_id=a))
+    errors = [(int(p.index), p.error_code) for p in response.responses[0].partition_responses]
+    assert errors == [
+        (0, E.invalid_producer_id_mapping),
+        (1, E.invalid_producer_id_mapping),
+        (2, E.invalid_producer_id_mapping),
+    ]
+    assert [log.next_offset for log in logs if log is not None] == ends
+    # Kafka counts (producer id, epoch) pairs: one id with two epochs is refused the same way.
+    epochs = [(0, txn_batch(pid_a, epoch_a)), (1, txn_batch(pid_a, epoch_a + 1))]
+    response = await client.call(produce_request(version, epochs, transactional_id=a))
+    assert {p.error_code for p in response.responses[0].partition_responses} == {E.invalid_producer_id_mapping}
+    assert [log.next_offset for log in logs if log is not None] == ends
+    # One producer over two partitions, beside a plain batch without a producer id, is appended.
+    one = [(0, txn_batch(pid_a, epoch_a)), (2, make_batch(1))]
+    response = await client.call(produce_request(version, one, transactional_id=a))
+    assert [p.error_code for p in response.responses[0].partition_responses] == [E.none, E.none]
+    for tid, pid, epoch in ((a, pid_a, epoch_a), (b, pid_b, epoch_b)):
+        assert (await client.call(end_request(4, tid, pid, epoch, False))).error_code is E.none
+
+
 # -- fault rules -----------------------------------------------------------------------------------
 
 
@@ -304,3 +342,70 @@ async def test_fault_rule_answers_end_txn(server: BrokerServer, connect: Connect
     server.faults.add({"api": "AddOffsetsToTxn", "action": "error", "error": "COORDINATOR_NOT_AVAILABLE", "count": 1})
     offsets = await client.call(add_offsets_request(0, "faulty", pid, epoch, "g"))
     assert offsets.error_code is E.coordinator_not_available
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.INIT_PRODUCER_ID))
+async def test_fault_rule_answers_init_producer_id_for_one_transactional_id(
+    server: BrokerServer, connect: Connect, version: int
+) -> None:
+    client = await connect()
+    target, other = f"init-fault-{version}", f"init-spared-{version}"
+    rule = server.faults.add(
+        {
+            "api": "InitProducerId",
+            "action": "error",
+            "error": "COORDINATOR_LOAD_IN_PROGRESS",
+            "transactional_id": target,
+        }
+    )
+    try:
+        spared = await client.call(init_request(version, other))
+        assert spared.error_code is E.none
+        faulted = await client.call(init_request(version, target))
+        assert (faulted.error_code, faulted.producer_id, faulted.producer_epoch) == (
+            E.coordinator_load_in_progress,
+            -1,
+            -1,
+        )
+        assert rule.hits == 1
+    finally:
+        server.faults.delete(rule.id)
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.TXN_OFFSET_COMMIT))
+async def test_fault_rule_answers_txn_offset_commit_on_every_partition(
+    server: BrokerServer, connect: Connect, version: int
+) -> None:
+    client = await connect()
+    tid = f"offsets-fault-{version}"
+    rule = server.faults.add(
+        {"api": "TxnOffsetCommit", "action": "error", "error": "CONCURRENT_TRANSACTIONS", "transactional_id": tid}
+    )
+    try:
+        commit = txn_offset_commit(version, [(TOPIC, [(0, 5), (2, 7)])], producer_id=1, transactional_id=tid)
+        assert errors(await client.call(commit)) == [
+            (TOPIC, 0, E.concurrent_transactions),
+            (TOPIC, 2, E.concurrent_transactions),
+        ]
+    finally:
+        server.faults.delete(rule.id)
+
+
+async def test_close_and_delay_rules_on_the_transaction_apis(server: BrokerServer, connect: Connect) -> None:
+    client = await connect()
+    tid = "closed-and-delayed"
+    pid, epoch = await init(client, tid)
+    close = server.faults.add({"api": "AddOffsetsToTxn", "action": "close", "transactional_id": tid, "count": 1})
+    await client.send_raw(client.encode(add_offsets_request(4, tid, pid, epoch, "g")))
+    assert await client.closed_by_peer()
+    assert close.hits == 1
+    client = await connect()
+    assert (await client.call(add_offsets_request(4, tid, pid, epoch, "g"))).error_code is E.none
+    delay = server.faults.add({"api": "EndTxn", "action": "delay", "delay_ms": 300, "transactional_id": tid})
+    try:
+        started = asyncio.get_running_loop().time()
+        assert (await client.call(end_request(4, tid, pid, epoch, True))).error_code is E.none
+        assert asyncio.get_running_loop().time() - started >= 0.3
+        assert delay.hits == 1
+    finally:
+        server.faults.delete(delay.id)
