@@ -9,6 +9,9 @@
   processes), ``schedule`` (the kills), ``records`` (produced and consumed), ``measure`` (from the events),
   ``protocols`` (how the events read for classic and KIP-848 consumer groups), ``display`` (the live line and the
   final report). ``--group-protocol consumer`` runs confluent consumers with ``group.protocol=consumer``.
+- ``broker.chaos.eos_worker`` and ``broker.chaos.exactly_once``: ``--exactly-once``, transactional
+  consume-transform-produce workers (confluent-kafka) in place of the consumers, and the check that the output
+  topic, read read_committed, holds every input exactly once.
 
 The client libraries are not dependencies of the broker: each process imports only the one it was asked for.
 """

@@ -133,6 +133,17 @@ def records_line(report: JSON) -> str:
     )
 
 
+def exactly_once_line(check: JSON) -> str:
+    """The exactly-once check (``exactly_once.verify``) in one line."""
+    end = "" if check["read_to_end"] else " (not read to its end)"
+    return (
+        f"exactly once: {check['output_topic']} read_committed{end}: inputs {check['inputs']}, outputs "
+        f"{check['outputs']}, missing {check['missing']}, duplicated {check['duplicated']}, unexpected "
+        f"{check['unexpected']}"
+        + ("" if check.get("aborted") is None else f" (aborted writes hidden {check['aborted']})")
+    )
+
+
 def print_report(report: JSON) -> None:
     console = Console(width=None if sys.stdout.isatty() else 100)
     config = report["config"]
@@ -164,6 +175,9 @@ def print_report(report: JSON) -> None:
             f"{group['rebalances_during_run']} during the run",
             highlight=False,
         )
+    check = report.get("exactly_once")
+    if check is not None:  # --exactly-once: the output topic against the inputs (broker/chaos/exactly_once.py)
+        console.print(exactly_once_line(check), highlight=False)
     console.print(f"{records_line(report)}  {verdict}", highlight=False)
     if any(kill["overlapped"] for kill in report["kills"]):
         console.print("* the next kill came before this recovery", highlight=False)

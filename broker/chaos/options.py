@@ -20,6 +20,8 @@ from broker.control.client import DEFAULT_URL, URL_ENV
 GROUP_PROTOCOLS = ("classic", "consumer")
 #: The one client library that speaks the consumer protocol (librdkafka 2.12+: docs/spec/consumer-groups.md 12).
 CONSUMER_PROTOCOL_CLIENT = "confluent"
+#: The library of the exactly-once worker (``broker.chaos.eos_worker``).
+EXACTLY_ONCE_CLIENT = "confluent"
 
 PROGRAM = "group-broker chaos run"
 DESCRIPTION = (
@@ -48,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--group-protocol", choices=GROUP_PROTOCOLS, default="classic",
         help="classic (JoinGroup/SyncGroup) or consumer (KIP-848, ConsumerGroupHeartbeat; confluent only) "
         "(default classic)",
+    )  # fmt: skip
+    workload.add_argument(
+        "--exactly-once", action="store_true",
+        help="transactional consume-transform-produce workers (confluent only) instead of consumers; at the end the "
+        "output topic, read read_committed, must hold every input exactly once",
     )  # fmt: skip
     workload.add_argument(
         "--session-timeout-ms", type=int, default=6000, metavar="MS",
@@ -131,6 +138,10 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
                 "--assignor is a classic-protocol client setting: with --group-protocol consumer the broker assigns "
                 "(its group.consumer.assignors)"
             )
+    if args.exactly_once and args.client != EXACTLY_ONCE_CLIENT:
+        problems.append(
+            f"--exactly-once needs --client {EXACTLY_ONCE_CLIENT}: its transactional worker is confluent-kafka's"
+        )
     for name in ("topic", "group"):
         value = getattr(args, name)
         if value is not None and (not value or any(c.isspace() for c in value) or ":" in value):
@@ -149,6 +160,7 @@ def config_report(args: argparse.Namespace, topic: str, group: str, seed: int) -
         "rate": args.rate,
         "assignor": args.assignor,
         "group_protocol": args.group_protocol,
+        "exactly_once": args.exactly_once,
         "session_timeout_ms": args.session_timeout_ms,
         "heartbeat_interval_ms": args.heartbeat_interval_ms,
         "duration_s": args.duration,

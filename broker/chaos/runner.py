@@ -23,6 +23,11 @@ heartbeat interval as its consumer-group timers (section 7), the group is watche
 members, group and assignment epochs: ``protocols.GroupView``), and a recovery is the group Stable again (every
 member reconciled) rather than a SyncGroup. The measurements are the same otherwise.
 
+``--exactly-once`` makes the members transactional consume-transform-produce workers (``exactly_once``,
+``eos_worker``) under the same schedule; what is consumed is then the output topic, read read_committed, and at
+the end the whole output topic must hold every acknowledged input exactly once (the report's ``exactly_once``;
+exit 1 otherwise).
+
 This module is the orchestration; its parts, one concern each: ``options`` (the flags), ``launch`` (the
 processes), ``schedule`` (the kills), ``records`` and ``measure`` (what is counted), ``protocols`` (what the events
 mean for each group protocol), ``display`` (what is shown).
@@ -43,7 +48,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from broker.chaos import library_available, missing_library_message
+from broker.chaos import exactly_once, library_available, missing_library_message
 from broker.chaos.display import Display, print_report
 from broker.chaos.launch import (
     STOP_TIMEOUT_S,
@@ -105,6 +110,7 @@ class Run:
         self.producer_status = workdir / "producer.json"
         self.slots: dict[int, Incarnation] = {}
         self.incarnations: list[Incarnation] = []
+        # With --exactly-once, what is consumed is the output topic: exactly_once.OutputRecords once the broker is up.
         self.records = Records()
         self.notes: list[str] = []
         self.chaos_ended: float | None = None
@@ -116,9 +122,8 @@ class Run:
 
     def start_consumer(self, slot: int, incarnation: int) -> Incarnation:
         assert self.broker is not None
-        consumer = start_consumer(
-            self.args, self.broker.bootstrap, self.topic, self.group, self.workdir, slot, incarnation
-        )
+        start = exactly_once.start_worker if self.args.exactly_once else start_consumer
+        consumer = start(self.args, self.broker.bootstrap, self.topic, self.group, self.workdir, slot, incarnation)
         self.slots[slot] = consumer
         self.incarnations.append(consumer)
         return consumer
@@ -200,10 +205,11 @@ class Run:
         consumer_groups = self.protocol.name == "consumer"
         if self.args.bootstrap is None:
             self.display.say("starting a broker")
-            timers = consumer_group_timers(self.args.session_timeout_ms, self.args.heartbeat_interval_ms)
-            self.broker = Broker.start(
-                self.topic, self.args.partitions, self.workdir / "broker.log", timers if consumer_groups else None
+            settings = consumer_group_timers(self.args.session_timeout_ms, self.args.heartbeat_interval_ms)
+            settings = (settings if consumer_groups else []) + (
+                exactly_once.broker_settings() if self.args.exactly_once else []
             )
+            self.broker = Broker.start(self.topic, self.args.partitions, self.workdir / "broker.log", settings)
         else:
             self.broker = Broker(self.args.bootstrap, self.args.admin or configured_url())
             if consumer_groups:
@@ -221,6 +227,11 @@ class Run:
         self.follower = EventFollower(self.control, self.group, from_events=consumer_groups)
         self.follower.start()
         self.start_producer()
+        if self.args.exactly_once:
+            output = exactly_once.output_topic(self.topic)
+            exactly_once.ensure_output_topic(self.broker.bootstrap, output, self.args.partitions)
+            self.records = exactly_once.OutputRecords(self.broker.bootstrap, output, self.args.partitions)
+            self.display.say(f"exactly once: transactional workers write {self.topic} to {output}")
         for slot in range(self.args.consumers):
             self.start_consumer(slot, 0)
         self.wait_stable("the consumers to join")
@@ -325,6 +336,17 @@ class Run:
 
     # -- the report
 
+    def check_output(self, produced: Produced) -> JSON:
+        """--exactly-once: the whole output topic, read read_committed now that the workers have stopped."""
+        assert self.broker is not None
+        output = exactly_once.output_topic(self.topic)
+        self.display.say(f"reading {output} (read_committed) to check every input came out exactly once")
+        keys = exactly_once.read_output(self.broker.bootstrap, output, self.args.partitions)
+        if keys is None:
+            self.notes.append(f"{output} was not read to its end within {exactly_once.READ_TIMEOUT_S:.0f}s")
+        written = exactly_once.read_output(self.broker.bootstrap, output, self.args.partitions, committed=False)
+        return exactly_once.verify(produced, keys, output, None if written is None else len(written))
+
     def report(self, produced: Produced, finished_at: float) -> JSON:
         assert self.broker is not None and self.follower is not None
         events = self.follower.snapshot()
@@ -335,9 +357,10 @@ class Run:
         if produced.acked == 0:
             self.notes.append("no record was acknowledged: nothing to check")
         start = self.schedule.started
+        check = self.check_output(produced) if self.args.exactly_once else None
         return {
             "version": 1,
-            "ok": records["lost"] == 0 and produced.acked > 0,
+            "ok": records["lost"] == 0 and produced.acked > 0 and (check is None or check["ok"]),
             "config": config_report(self.args, self.topic, self.group, self.seed),
             "broker": {
                 "bootstrap": self.broker.bootstrap,
@@ -355,6 +378,7 @@ class Run:
             "consumers": consumer_reports(self.incarnations, clients, self.records),
             "notes": self.notes,
             "workdir": str(self.workdir),
+            **({} if check is None else {"exactly_once": check}),
         }
 
     def execute(self) -> JSON:
@@ -369,11 +393,14 @@ class Run:
             return self.report(produced, time.time())
         finally:
             self.display.close()
+            if isinstance(self.records, exactly_once.OutputRecords):
+                self.records.close()
             self.kill_everything()
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the scenario ``args`` describes; 0 when no acknowledged record was lost, 1 otherwise, 2 for bad options."""
+    """Run the scenario ``args`` describes; 0 when no acknowledged record was lost (and, with --exactly-once, the
+    output held every input exactly once), 1 otherwise, 2 for bad options."""
     problems = argument_problems(args)
     if problems:
         print(f"{PROGRAM}: error: {'; '.join(problems)}", file=sys.stderr)
