@@ -43,3 +43,26 @@ def test_quick_start_example(tmp_path: Path, example: str) -> None:
     joins = [e for e in events if e["event"] == "join_completed" and e.get("group_id", "").startswith("quickstart")]
     assert any(len(e["members"]) == 2 for e in joins)
     assert any(e["event"] == "rebalance_started" and e["group_id"].startswith("quickstart") for e in events)
+
+
+@pytest.mark.timeout(120)
+def test_exactly_once_example(tmp_path: Path) -> None:
+    """The README's transactions example: a committed, an aborted and a retried transaction, read both ways."""
+    broker = start_broker_process(tmp_path, "--topic", "orders:3", "--topic", "orders-out:3")
+    try:
+        run = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "exactly_once_confluent.py"), broker.bootstrap],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    finally:
+        broker.stop()
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "committed 5 records\naborted 5 records\ncommitted 5 records\n" in run.stdout
+    assert "read_committed sees 10 records, 10 distinct" in run.stdout
+    assert "read_uncommitted sees 15 records" in run.stdout
+    assert "the group committed 10 of 10 input offsets" in run.stdout
+    events = [json.loads(line) for line in broker.log().splitlines() if line.startswith("{")]
+    endings = [e["event"] for e in events if e["event"] in ("transaction_committed", "transaction_aborted")]
+    assert endings == ["transaction_committed", "transaction_aborted", "transaction_committed"]
