@@ -212,10 +212,9 @@ def confluent_config(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
-def run_confluent(args: argparse.Namespace, sink: Sink, stopping: threading.Event) -> None:
-    confluent = load("confluent")
-    config = confluent_config(args)
-    consumer = confluent.Consumer(config)
+def subscribe_noting(consumer: Any, topic: str, args: argparse.Namespace) -> None:
+    """Subscribe a confluent-kafka consumer to ``topic``, noting each assignment, revocation and loss in its log
+    (the runner reads them back: ``launch.tail``); the exactly-once worker subscribes the same way."""
 
     def on_assign(_consumer: Any, partitions: list[Any]) -> None:
         note(args, f"assigned {sorted(tp.partition for tp in partitions)}")
@@ -226,7 +225,14 @@ def run_confluent(args: argparse.Namespace, sink: Sink, stopping: threading.Even
     def on_lost(_consumer: Any, partitions: list[Any]) -> None:
         note(args, f"lost {sorted(tp.partition for tp in partitions)}")
 
-    consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+
+
+def run_confluent(args: argparse.Namespace, sink: Sink, stopping: threading.Event) -> None:
+    confluent = load("confluent")
+    config = confluent_config(args)
+    consumer = confluent.Consumer(config)
+    subscribe_noting(consumer, args.topic, args)
     try:
         while not stopping.is_set():
             records: list[Record] = []

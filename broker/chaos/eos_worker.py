@@ -44,7 +44,7 @@ import time
 from typing import Any
 
 from broker.chaos import MissingLibrary, fail_missing, load
-from broker.chaos.consumer import ASSIGNORS, confluent_config
+from broker.chaos.consumer import ASSIGNORS, confluent_config, note, subscribe_noting
 from broker.chaos.options import GROUP_PROTOCOLS
 
 PROGRAM = "python -m broker.chaos.eos_worker"
@@ -53,10 +53,6 @@ CLIENT_HEADER = "chaos-client"
 INIT_TIMEOUT_S = 30.0
 TXN_CALL_TIMEOUT_S = 10.0
 COMMIT_RETRIES = 5
-
-
-def note(args: argparse.Namespace, message: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {args.client_id}: {message}", file=sys.stderr, flush=True)
 
 
 def rewind(confluent: Any, consumer: Any, args: argparse.Namespace, first_offsets: dict[int, int]) -> None:
@@ -130,16 +126,7 @@ def run(args: argparse.Namespace, stopping: threading.Event) -> None:
     producer.init_transactions(INIT_TIMEOUT_S)  # fences the slot's previous incarnation, aborts what it left open
     note(args, f"transactional id {args.transactional_id} ready")
 
-    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
-        note(args, f"assigned {sorted(tp.partition for tp in partitions)}")
-
-    def on_revoke(_consumer: Any, partitions: list[Any]) -> None:
-        note(args, f"revoked {sorted(tp.partition for tp in partitions)}")
-
-    def on_lost(_consumer: Any, partitions: list[Any]) -> None:
-        note(args, f"lost {sorted(tp.partition for tp in partitions)}")
-
-    consumer.subscribe([args.input], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    subscribe_noting(consumer, args.input, args)
     committed = aborted = 0
     try:
         while not stopping.is_set():

@@ -21,7 +21,6 @@ are and what is counted:
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 import uuid
@@ -32,7 +31,7 @@ from typing import Any
 
 from broker.chaos import load
 from broker.chaos.eos_worker import CLIENT_HEADER
-from broker.chaos.launch import Incarnation, client_id, spawn
+from broker.chaos.launch import Incarnation, client_id, spawn_member
 from broker.chaos.producer import key_of
 from broker.chaos.records import KEY_PREFIX, Produced, Records
 
@@ -96,14 +95,7 @@ def start_worker(
         "--processing-ms", str(PROCESSING_MS), "--transaction-timeout-ms", str(TRANSACTION_TIMEOUT_MS),
         "--group-protocol", args.group_protocol,
     ]  # fmt: skip
-    if args.group_protocol == "classic":  # the consumer protocol takes its timers from the broker (section 7)
-        argv += ["--session-timeout-ms", str(args.session_timeout_ms)]
-        argv += ["--heartbeat-interval-ms", str(args.heartbeat_interval_ms)]
-    if args.assignor is not None:
-        argv += ["--assignor", args.assignor]
-    with log.open("wb") as stderr:
-        process = spawn(argv, stdout=stderr, stderr=subprocess.STDOUT)
-    return Incarnation(slot, incarnation, process, out, log, time.time())
+    return spawn_member(args, argv, slot, incarnation, out, log)
 
 
 def reader(bootstrap: str, topic: str, partitions: int, eof: bool = False, committed: bool = True) -> Any:

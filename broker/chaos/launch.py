@@ -206,6 +206,14 @@ def start_consumer(
         "--bootstrap", bootstrap, "--group", group, "--topic", topic,
         "--client-id", name, "--out", str(out), "--group-protocol", args.group_protocol,
     ]  # fmt: skip
+    return spawn_member(args, argv, slot, incarnation, out, log)
+
+
+def spawn_member(
+    args: argparse.Namespace, argv: list[str], slot: int, incarnation: int, out: Path, log: Path
+) -> Incarnation:
+    """Start a group member's process (``argv``, plus the group flags every member takes), its output in ``log``."""
+    argv = list(argv)
     if args.group_protocol == "classic":  # the consumer protocol takes its timers from the broker (section 7)
         argv += ["--session-timeout-ms", str(args.session_timeout_ms)]
         argv += ["--heartbeat-interval-ms", str(args.heartbeat_interval_ms)]

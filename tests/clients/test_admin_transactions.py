@@ -17,6 +17,7 @@ from broker.storage.control import MarkerType
 from broker.testing.embedded import EmbeddedBroker, run_broker
 from broker.transactions.config import TxnConfig
 from broker.transactions.state import ONGOING
+from tests.clients.test_transactions_producer import log_summary
 
 TOPIC = "admin-txn"
 TIMEOUT_MS = 60_000  # librdkafka's transaction.timeout.ms default
@@ -55,17 +56,7 @@ def open_transaction(broker: EmbeddedBroker, tid: str, partition: int, count: in
 
 def log_state(broker: EmbeddedBroker, partition: int) -> tuple[list[MarkerType], int, int]:
     """(the partition's markers in order, its last stable offset, its high watermark)."""
-
-    def read() -> tuple[list[MarkerType], int, int]:
-        assert broker.server is not None
-        topic = broker.server.topics.get(TOPIC)
-        assert topic is not None
-        log = topic.log(partition)
-        assert log is not None
-        found = [log.marker_at(offset) for offset in range(log.log_start_offset, log.next_offset)]
-        return [m.type for m in found if m is not None], log.last_stable_offset, log.high_watermark
-
-    return broker.call(read)
+    return log_summary(broker, partition, TOPIC)
 
 
 def test_list_describe_and_describe_producers(broker: EmbeddedBroker, admin: Any) -> None:

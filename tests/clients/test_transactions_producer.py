@@ -26,12 +26,12 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield running
 
 
-def log_summary(broker: EmbeddedBroker, partition: int) -> tuple[list[MarkerType], int, int]:
+def log_summary(broker: EmbeddedBroker, partition: int, name: str = TOPIC) -> tuple[list[MarkerType], int, int]:
     """(the partition's markers in order, its last stable offset, its high watermark)."""
 
     def read() -> tuple[list[MarkerType], int, int]:
         assert broker.server is not None
-        topic = broker.server.topics.get(TOPIC)
+        topic = broker.server.topics.get(name)
         assert topic is not None
         log = topic.log(partition)
         assert log is not None
