@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.coordinator.coordinator import GroupCoordinator
-from broker.coordinator.messages import Client, PartitionErrors
-from broker.storage.delayed_fetch import DelayedFetches
-from broker.storage.topics import TopicRegistry
-from broker.transactions.coordinator import TransactionCoordinator
 from protocol.codec import build, nested
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: `serve` answers its first ApiVersions before the coordinator loads (issue 17)
     from broker.config.settings import Settings
+    from broker.coordinator.coordinator import GroupCoordinator
+    from broker.coordinator.messages import Client, PartitionErrors
+    from broker.storage.delayed_fetch import DelayedFetches
+    from broker.storage.topics import TopicRegistry
+    from broker.transactions.coordinator import TransactionCoordinator
 
 NO_THROTTLE = datetime.timedelta(0)
 # AuthorizedOperations when none were asked for (Kafka's Integer.MIN_VALUE).

@@ -1,11 +1,18 @@
-"""structlog set-up: readable on a terminal, JSON lines everywhere else."""
+"""structlog set-up: readable on a terminal, JSON lines everywhere else.
+
+``group-broker serve`` loads structlog with rich hidden (broker/cli/main.py): structlog imports rich for its console
+tracebacks whenever it is installed, ~70 ms and several MB before the first answer (issue 17). The console format
+therefore renders tracebacks with rich itself, imported when the first one is logged.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO
 
 import structlog
+from structlog.typing import ExcInfo
 
 
 def configure(level: str = "info", fmt: str = "auto") -> None:
@@ -15,7 +22,8 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
     renderer: structlog.typing.Processor
     if fmt == "console":
         # Colours only on a terminal: `docker compose logs` and files get plain text, not escape codes.
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        colors = sys.stderr.isatty()
+        renderer = structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=RichTraceback(colors))
     elif fmt == "json":
         renderer = structlog.processors.JSONRenderer()
     else:
@@ -32,3 +40,22 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+class RichTraceback:
+    """The console format's tracebacks: rich's (with locals, as structlog's default when rich was loaded with it),
+    imported at the first traceback; structlog's plain one where rich is not installed."""
+
+    def __init__(self, colors: bool) -> None:
+        self.colors = colors
+
+    def __call__(self, sio: TextIO, exc_info: ExcInfo) -> None:
+        try:
+            from rich.console import Console
+            from rich.traceback import Traceback
+        except ImportError:
+            structlog.dev.plain_traceback(sio, exc_info)
+            return
+        sio.write("\n")
+        console = Console(file=sio, color_system="truecolor" if self.colors else None)
+        console.print(Traceback.from_exception(*exc_info, show_locals=True))

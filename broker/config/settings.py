@@ -19,7 +19,6 @@ import argparse
 import base64
 import os
 import re
-import tomllib
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
@@ -526,6 +525,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
 def load_toml(path: str) -> dict[str, Any]:
     """A TOML file's settings by option name. Keys are our names or Kafka's; Kafka's dotted names may be quoted
     (``"group.max.size" = 5``) or written bare, which TOML reads as nested tables and we flatten back."""
+    import tomllib  # only with a config file: off the start-up path otherwise (issue 17)
     try:
         with open(path, "rb") as file:
             document = tomllib.load(file)

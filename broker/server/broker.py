@@ -9,35 +9,57 @@ connection is a ``Connection`` (broker/server/connection.py), which reads and an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import importlib
 import itertools
-from typing import Any
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, cast
 
 import structlog
 
 from broker.api.base import ApiContext, BrokerIdentity
+from broker.api.dispatch import HANDLERS, ROUTES
 from broker.config.settings import Endpoint, Settings
-from broker.coordinator.coordinator import GroupCoordinator
 from broker.events.hub import EventFile, EventHub
 from broker.server.acceptor import Acceptor, bind
-from broker.server.catalog import RegistryCatalog
 from broker.server.connection import Connection
 from broker.server.faults import FaultRules
 from broker.server.quotas import ConnectionQuotas, Slot
 from broker.server.stats import RequestStats
-from broker.storage.control import Marker, MarkerType
-from broker.storage.delayed_fetch import DelayedFetches
-from broker.storage.partition_log import StorageBudget
-from broker.storage.records import InvalidBatch
-from broker.storage.topics import Topic, TopicRegistry
 from broker.timing.clock import Clock, SystemClock
-from broker.timing.keys import LOG_RETENTION
+from broker.timing.keys import LOG_RETENTION, MALLOC_TRIM
 from broker.timing.purgatory import Purgatory
-from broker.transactions.coordinator import TransactionCoordinator
-from broker.transactions.messages import Completion
+
+if TYPE_CHECKING:
+    from broker.coordinator.coordinator import GroupCoordinator
+    from broker.storage.delayed_fetch import DelayedFetches
+    from broker.storage.topics import Topic, TopicRegistry
+    from broker.transactions.coordinator import TransactionCoordinator
+    from broker.transactions.messages import Completion
+
+# The modules of the broker's state that the listener does not need for its first answer (issue 17): a broker
+# started with ``load_in_background`` imports them in a worker thread while its loop already answers ApiVersions.
+# The handler modules come along, so that a family's first request does not import on the loop.
+STATE_MODULES = (
+    "broker.coordinator.coordinator",
+    "broker.server.catalog",
+    "broker.storage.control",
+    "broker.storage.delayed_fetch",
+    "broker.storage.partition_log",
+    "broker.storage.topics",
+    "broker.transactions.coordinator",
+    *sorted({f"broker.api.{module}" for module, _ in ROUTES.values()}),
+)
+# While that thread imports, the loop gets the GIL back every millisecond instead of every 5 (Python's default
+# switch interval): the first ApiVersions answer takes a few hand-overs of the GIL.
+_LOADING_SWITCH_INTERVAL = 0.001
 
 log = structlog.get_logger("server")
+
+_TRIM_AFTER_CLOSES = 1_000  # connections closed since the last trim that make a burst (``connection_closed``)
+_TRIM_DELAY_MS = 1_000  # the trim waits this long after the burst's last counted close, for the rest of it
 
 
 class LoopTimer:
@@ -91,8 +113,30 @@ class Listener:
         self.api: ApiContext
 
 
+class _Pending:
+    """Stands for a part of the state (``coordinator``, ``topics``, ...) while its modules load in the background:
+    the first use finishes the loading on the spot (the loop waits for the rest of the imports, as it did before
+    issue 17 for all of them) and goes to the real object. Only a request that comes during the first tens of
+    milliseconds of a ``serve`` process meets one."""
+
+    __slots__ = ("_name", "_server")
+
+    def __init__(self, server: BrokerServer, name: str) -> None:
+        self._server = server
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        self._server.finish_loading()
+        return getattr(getattr(self._server, self._name), attribute)
+
+
 class BrokerServer:
-    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+    """The broker. ``load_in_background`` (``group-broker serve``) listens and answers ApiVersions before the
+    group coordinator, the topics and the transaction coordinator are imported (issue 17: the first answer within
+    150 ms); ``ready`` (``/readyz``) turns true once they are. Without it (tests, the embedded broker) the whole
+    state is built here."""
+
+    def __init__(self, settings: Settings, clock: Clock | None = None, *, load_in_background: bool = False) -> None:
         self.settings = settings
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.purgatory = Purgatory(self.clock)
@@ -105,41 +149,12 @@ class BrokerServer:
             if settings.event_log
             else None,
         )
-        self.topics = TopicRegistry(
-            auto_create=settings.auto_create_topics,
-            default_partitions=settings.num_partitions,
-            defaults=settings.log,
-            budget=StorageBudget(settings.storage_max_bytes),
-            max_partitions_per_request=settings.max_partitions_per_request,
-            max_partitions_per_topic=settings.max_partitions_per_topic,
-        )
-        for name, partitions in settings.topics:
-            self.topics.create(name, partitions)
-        self.coordinator = GroupCoordinator(
-            settings.group,
-            self.clock,
-            self.purgatory,
-            events=self.events,
-            partition_count=self._partition_count,
-            topics=RegistryCatalog(self.topics),  # consumer groups see topics by id (consumer-groups.md 3.6)
-        )
         self.faults = FaultRules(self.clock)
         self.request_stats = RequestStats()
         self.connections_accepted = 0
-        self.topics.on_delete(self._topic_deleted)
-        self.fetches = DelayedFetches(self.purgatory)
+        self._closed_since_trim = 0
         # One producer id allocator for idempotent and transactional producers (transactions spec section 3.4).
         self.producer_ids = itertools.count()
-        self.transactions = TransactionCoordinator(
-            self.clock,
-            self.purgatory,
-            self._partition_exists,
-            self._complete_transaction,
-            settings.txn,
-            next_producer_id=self.producer_ids.__next__,
-            events=self.events,  # transaction events share the groups' hub (docs/events.md, "Transactions")
-        )
-        self._schedule_retention()
         self.connections: set[Connection] = set()
         self.quotas = ConnectionQuotas(
             settings.max_connections, settings.max_connections_per_ip, settings.max_connections_per_ip_overrides
@@ -151,11 +166,116 @@ class BrokerServer:
         self.port = 0
         self.ready = False
         self.control: Any = None  # the control API's site, when it runs
+        self._loaded = False
+        self._loader: threading.Thread | None = None
+        self._load_error: BaseException | None = None
+        self.coordinator: GroupCoordinator
+        self.topics: TopicRegistry
+        self.fetches: DelayedFetches
+        self.transactions: TransactionCoordinator
+        if load_in_background:
+            self.coordinator = cast("GroupCoordinator", _Pending(self, "coordinator"))
+            self.topics = cast("TopicRegistry", _Pending(self, "topics"))
+            self.fetches = cast("DelayedFetches", _Pending(self, "fetches"))
+            self.transactions = cast("TransactionCoordinator", _Pending(self, "transactions"))
+        else:
+            self._build_state()
+
+    def _build_state(self) -> None:
+        """The group coordinator, the topics, delayed fetches and the transaction coordinator (imported here: under
+        ``serve`` a worker thread has imported them already)."""
+        from broker.coordinator.coordinator import GroupCoordinator
+        from broker.server.catalog import RegistryCatalog
+        from broker.storage.delayed_fetch import DelayedFetches
+        from broker.storage.partition_log import StorageBudget
+        from broker.storage.topics import TopicRegistry
+        from broker.transactions.coordinator import TransactionCoordinator
+
+        settings = self.settings
+        topics = TopicRegistry(
+            auto_create=settings.auto_create_topics,
+            default_partitions=settings.num_partitions,
+            defaults=settings.log,
+            budget=StorageBudget(settings.storage_max_bytes),
+            max_partitions_per_request=settings.max_partitions_per_request,
+            max_partitions_per_topic=settings.max_partitions_per_topic,
+        )
+        for name, partitions in settings.topics:
+            topics.create(name, partitions)
+        self.topics = topics
+        self.coordinator = GroupCoordinator(
+            settings.group,
+            self.clock,
+            self.purgatory,
+            events=self.events,
+            partition_count=self._partition_count,
+            topics=RegistryCatalog(topics),  # consumer groups see topics by id (consumer-groups.md 3.6)
+        )
+        topics.on_delete(self._topic_deleted)
+        self.fetches = DelayedFetches(self.purgatory)
+        self.transactions = TransactionCoordinator(
+            self.clock,
+            self.purgatory,
+            self._partition_exists,
+            self._complete_transaction,
+            settings.txn,
+            next_producer_id=self.producer_ids.__next__,
+            events=self.events,  # transaction events share the groups' hub (docs/events.md, "Transactions")
+        )
+        self._schedule_retention()
+        for listener in self.listeners:  # contexts made while the state was pending
+            listener.api.coordinator = self.coordinator
+            listener.api.topics = topics
+            listener.api.fetches = self.fetches
+            listener.api.transactions = self.transactions
+        self._loaded = True
+
+    def finish_loading(self) -> None:
+        """Build the state now if it is still pending: wait for the worker thread's imports (never import on two
+        threads at once), then build it. A no-op once built."""
+        if self._loaded:
+            return
+        if self._loader is not None:
+            self._loader.join()
+            self._loader = None
+            if HANDLERS.before_load == self.finish_loading:
+                HANDLERS.before_load = None
+            if self._load_error is not None:
+                raise self._load_error
+        self._build_state()
+
+    async def _load_in_background(self, loop: asyncio.AbstractEventLoop) -> None:
+        imported: asyncio.Future[None] = loop.create_future()
+
+        def done() -> None:
+            if not imported.done():
+                imported.set_result(None)
+
+        def work() -> None:
+            try:
+                for name in STATE_MODULES:
+                    importlib.import_module(name)
+            except BaseException as error:  # re-raised on the loop by finish_loading
+                self._load_error = error
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                    loop.call_soon_threadsafe(done)
+
+        # A request that needs a handler module meanwhile waits for this thread first (broker/api/dispatch.py).
+        HANDLERS.before_load = self.finish_loading
+        self._loader = threading.Thread(target=work, name="group-broker-load", daemon=True)
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(_LOADING_SWITCH_INTERVAL)
+        try:
+            self._loader.start()
+            await imported
+        finally:
+            sys.setswitchinterval(switch_interval)
+        self.finish_loading()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._timer = LoopTimer(loop, self.clock, self.purgatory)
-        self.transactions.start()  # the timeout and id-expiration scans (transactions spec section 3.9)
         try:
             for endpoint in self.settings.bind_endpoints():
                 await self._listen(endpoint)
@@ -163,6 +283,13 @@ class BrokerServer:
             await self._close_listeners()
             raise
         self.port, self.api = self.listeners[0].port, self.listeners[0].api
+        if not self._loaded:
+            try:
+                await self._load_in_background(loop)
+            except BaseException:
+                await self._close_listeners()
+                raise
+        self.transactions.start()  # the timeout and id-expiration scans (transactions spec section 3.9)
         self.ready = True
         if self.settings.admin_port >= 0:
             # aiohttp takes ~200 ms to import: a worker thread does it while this loop already answers Kafka.
@@ -231,6 +358,9 @@ class BrokerServer:
     def _complete_transaction(self, completion: Completion) -> None:
         """Transactions spec section 3.8 step 2: each data partition's control batch, then the groups' pending
         offsets (section 5.3), as Kafka's WriteTxnMarkers does on the partition leaders and the group coordinator."""
+        from broker.storage.control import Marker, MarkerType  # loaded with the state (STATE_MODULES)
+        from broker.storage.records import InvalidBatch
+
         now = self.clock.now_ms()
         for marker in completion.markers:
             topic = self.topics.get(marker.topic)
@@ -269,6 +399,24 @@ class BrokerServer:
         if dropped:
             log.info("log retention", batches_deleted=dropped, stored_bytes=self.topics.budget.used)
         self._schedule_retention()
+
+    def connection_closed(self) -> None:
+        """A connection went away (``Connection.connection_lost``). After a burst of them, give the heap they freed
+        back to the OS (issue 17): glibc keeps freed memory for reuse, and 2,000 connections gone after forming
+        100,000 members left ~3.7 MB of RSS that ``malloc_trim(0)`` returns (~10 ms). One trim per burst, a second
+        after its ``_TRIM_AFTER_CLOSES``-th close, so that nothing polls (a manual clock moved by days in tests
+        runs no timer for it)."""
+        self._closed_since_trim += 1
+        if self._closed_since_trim == _TRIM_AFTER_CLOSES:
+            self.purgatory.schedule(MALLOC_TRIM, _TRIM_DELAY_MS, self._trim)
+
+    def _trim(self) -> None:
+        self._closed_since_trim = 0
+        import ctypes  # here, not at start-up: most brokers never see such a burst
+
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc only (not musl, not macOS)
+        if trim is not None:
+            trim(0)
 
     async def stop(self) -> None:
         """Stop listening, answer every parked request as Kafka does on unload, then hang up."""

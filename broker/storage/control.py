@@ -15,8 +15,6 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from broker.storage.records import (
     CONTROL_MASK,
     HEADER_SIZE,
@@ -24,6 +22,7 @@ from broker.storage.records import (
     NO_SEQUENCE,
     TRANSACTIONAL_MASK,
     BatchHeader,
+    crc32c,
     read_header,
 )
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from broker.storage.partition_log import PartitionLog, StorageBudget
+if TYPE_CHECKING:  # imported where a log is made: settings and the API layer read this module before any exists
+    from broker.storage.partition_log import PartitionLog, StorageBudget
 
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 _MAX_NAME_LENGTH = 249
@@ -99,6 +101,8 @@ class Topic:
         self.topic_id = new_topic_id()
         self.defaults = defaults
         self.configs = dict(configs)
+        from broker.storage.partition_log import PartitionLog
+
         self.logs = [PartitionLog(budget) for _ in range(partitions)]
 
     @property
@@ -234,6 +238,8 @@ class TopicRegistry:
 
     def add_partitions(self, topic: Topic, total: int) -> None:
         if total > topic.partitions:
+            from broker.storage.partition_log import PartitionLog
+
             topic.logs.extend(PartitionLog(self.budget) for _ in range(total - topic.partitions))
             self.version += 1
 
