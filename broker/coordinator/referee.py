@@ -77,7 +77,7 @@ def judge(
     """
     try:
         subscriptions = {member_id: decode_subscription(metadata) for member_id, metadata in members.items()}
-        decoded = {member_id: decode_assignment(raw) for member_id, raw in dict(leader_assignments).items()}
+        decoded = {member_id: _by_topic(raw) for member_id, raw in dict(leader_assignments).items()}
     except ConsumerProtocolError:
         return None
 
@@ -85,11 +85,10 @@ def judge(
     assignments: dict[str, TopicPartitions] = {}
     owners: dict[_Partition, str] = {}
     doubles: dict[_Partition, set[str]] = {}
-    for member_id, assignment in decoded.items():
+    for member_id, partitions in decoded.items():
         if member_id not in subscriptions:
             violations.append(Violation(UNKNOWN_MEMBER, None, None, (member_id,)))
             continue
-        partitions = assignment.by_topic()
         assignments[member_id] = partitions
         for topic, ids in partitions.items():
             for partition in ids:
@@ -123,6 +122,33 @@ def judge(
     violations.sort(key=_violation_order)
     moved = () if previous is None else _moves(_owner_sets(previous), owners, doubles)
     return Verdict(assignments, moved, unowned, tuple(violations))
+
+
+#: Decoded assignments by their bytes (issue 17): the verdict's per-member partitions outlive it as the group's
+#: view of its generation (``ClassicGroup.assignment_view``) and in the event buffers, ~300 B per member each
+#: when decoded afresh. Equal bytes share one decoded value, which is therefore never mutated. Bounded by count
+#: and bytes pinned, as ``classic.member.shared``; on overflow it starts over.
+_decoded: dict[bytes, TopicPartitions] = {}
+_decoded_size = 0
+_DECODED_MAX = 65_536
+_DECODED_MAX_BYTES = 4 * 1024 * 1024
+
+
+def _by_topic(raw: bytes) -> TopicPartitions:
+    """``decode_assignment(raw).by_topic()``, shared between equal ``raw`` (raises ConsumerProtocolError)."""
+    global _decoded_size
+    if type(raw) is not bytes:  # a bytearray or memoryview is no dict key
+        raw = bytes(raw)
+    known = _decoded.get(raw)
+    if known is not None:
+        return known
+    partitions = decode_assignment(raw).by_topic()
+    if len(_decoded) >= _DECODED_MAX or _decoded_size + len(raw) > _DECODED_MAX_BYTES:
+        _decoded.clear()
+        _decoded_size = 0
+    _decoded[raw] = partitions
+    _decoded_size += len(raw)
+    return partitions
 
 
 def _being_revoked(subscriptions: Iterable[Subscription]) -> set[_Partition]:

@@ -43,6 +43,10 @@ OFFSETS_EXPIRATION = ("offsets-expiration",)
 #: The periodic sweep of partition logs past their retention (log.retention.check.interval.ms).
 LOG_RETENTION = ("log-retention",)
 
+#: The broker's look at how many connections closed since the last one: after a burst, freed memory goes back to
+#: the OS (``malloc_trim``; issue 17).
+MALLOC_TRIM = ("malloc-trim",)
+
 
 def delayed_fetch_key(fetch_number: int) -> tuple[str, int]:
     """A parked Fetch's max_wait_ms (DelayedFetch); fetches are numbered as they park."""

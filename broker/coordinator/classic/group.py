@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.classic.member import Member, Protocols
+from broker.coordinator.classic.member import Member, Protocols, shared, shared_protocols
 from broker.coordinator.classic.state import (
     COMPLETING,
     DEAD,
@@ -29,6 +29,14 @@ from broker.timing.keys import GroupKey, heartbeat_key, join_key, sync_key
 
 # Kafka's canRebalance: the states a rebalance may start from are those PreparingRebalance may follow.
 _CAN_REBALANCE = VALID_PREVIOUS_STATES[PREPARING]
+
+
+def discard(ids: set[str], member_id: str) -> None:
+    """``ids.discard(member_id)``, releasing the table once empty: a set never shrinks as it empties, and a group's
+    KIP-394 pending ids or not-yet-synced ids fill one for all its members at once (8 KB for 100; issue 17)."""
+    ids.discard(member_id)
+    if not ids:
+        ids.clear()
 
 
 class MemberError(Exception):
@@ -135,7 +143,17 @@ class ClassicGroup:
         if join is not None:
             member.join_answer = join
             self.awaiting_join_count += 1
-        self.pending_members.discard(member.member_id)
+        discard(self.pending_members, member.member_id)
+
+    def adopt_member_id(self, member: Member, member_id: str) -> None:
+        """Make an equal ``member_id`` object the member's own, if it was the last added (the order is kept)."""
+        if member_id != member.member_id or next(reversed(self.members), None) != member_id:
+            return
+        del self.members[member_id]
+        self.members[member_id] = member
+        if self.leader_id == member_id:
+            self.leader_id = member_id
+        member.member_id = member_id
 
     def remove_member(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
@@ -148,8 +166,8 @@ class ClassicGroup:
             self.static_members.pop(member.group_instance_id, None)
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
-        self.pending_members.discard(member_id)
-        self.not_yet_synced.discard(member_id)
+        discard(self.pending_members, member_id)
+        discard(self.not_yet_synced, member_id)
         return member
 
     def update_member(
@@ -162,9 +180,9 @@ class ClassicGroup:
     ) -> None:
         self._count_protocols(member.protocols, -1)
         self._count_protocols(protocols, 1)
-        member.protocols = protocols
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.session_timeout_ms = session_timeout_ms
+        member.protocols = shared_protocols(protocols)
+        member.rebalance_timeout_ms = shared(rebalance_timeout_ms)
+        member.session_timeout_ms = shared(session_timeout_ms)
         if join is not None and member.join_answer is None:
             self.awaiting_join_count += 1
         elif join is None and member.join_answer is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import structlog
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.classic.group import ClassicGroup
+from broker.coordinator.classic.group import ClassicGroup, discard
 from broker.coordinator.classic.member import Member
 from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, GroupState
 from broker.coordinator.config import GroupConfig
@@ -94,7 +94,7 @@ class ClassicGroups:
 
     def remove_pending_member(self, group: ClassicGroup, member_id: str, why: str) -> None:
         """Forget a KIP-394 member id that never came back with its second JoinGroup (it had no member event)."""
-        group.pending_members.discard(member_id)
+        discard(group.pending_members, member_id)
         self.purgatory.cancel(heartbeat_key(group.group_id, member_id))
         self.log.info("pending member removed", group_id=group.group_id, member_id=member_id, why=why)
 
@@ -106,10 +106,9 @@ class ClassicGroups:
         """
         expiry = member.expiry
         assert expiry is not None, "a member's session starts when it is added"
+        member.heartbeat_timeout_ms = max(timeout_ms, 0)  # last_heartbeat_ms: the new due time minus this
         if self.purgatory.postpone(expiry, timeout_ms):
-            member.last_heartbeat_ms = expiry.due_ms - max(timeout_ms, 0)
             return
-        member.last_heartbeat_ms = self.clock.now_ms()
         member.expiry = self.purgatory.schedule(member.heartbeat_key, timeout_ms, expiry.action)
 
     # -- an operation that raised ---------------------------------------------------------------------------

@@ -6,6 +6,9 @@ derived: add an attribute only if it cannot be computed.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import TypeVar
+
 from broker.coordinator.messages import JoinResult, SyncResult
 from broker.timing.deferred import Deferred
 from broker.timing.keys import HeartbeatKey, heartbeat_key
@@ -13,6 +16,37 @@ from broker.timing.purgatory import Deadline
 
 #: A member's protocols in its order of preference: (assignor name, its metadata).
 Protocols = tuple[tuple[str, bytes], ...]
+
+T = TypeVar("T", bound=Hashable)
+
+#: Values members repeat (issue 17): the members of a group send the same client id, host, protocol type,
+#: timeouts and subscription, each decoded into fresh objects per request (~30-200 B each). A member keeps the
+#: first equal object instead. Bounded by count and by the bytes it pins: when full the table starts over (the
+#: members keep what they hold; only later sharing is lost), so members that all send distinct metadata (sticky
+#: user data) cost it nothing but a few MiB.
+_shared: dict[Hashable, Hashable] = {}
+_shared_size = 0
+_SHARED_MAX = 65_536
+_SHARED_MAX_BYTES = 4 * 1024 * 1024
+
+
+def shared(value: T, size: int = 0) -> T:
+    """The first equal value seen (``value`` itself if new); ``size`` is what keeping it would pin, in bytes."""
+    global _shared_size
+    known = _shared.get(value)
+    if known is not None and type(known) is type(value):  # 1 == True: never hand out a value of another type
+        return known
+    if len(_shared) >= _SHARED_MAX or _shared_size + size > _SHARED_MAX_BYTES:
+        _shared.clear()
+        _shared_size = 0
+    _shared[value] = value
+    _shared_size += size
+    return value
+
+
+def shared_protocols(protocols: Protocols) -> Protocols:
+    """A member's protocols, one tuple for all members that sent the same ones (issue 17)."""
+    return shared(protocols, sum(len(name) + len(metadata) for name, metadata in protocols))
 
 
 class Member:
@@ -23,9 +57,9 @@ class Member:
         "expiry",
         "group_instance_id",
         "heartbeat_key",
+        "heartbeat_timeout_ms",
         "is_new",
         "join_answer",
-        "last_heartbeat_ms",
         "member_id",
         "protocol_type",
         "protocols",
@@ -48,12 +82,12 @@ class Member:
     ) -> None:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.session_timeout_ms = session_timeout_ms
-        self.protocol_type = protocol_type
-        self.protocols = protocols
+        self.client_id = shared(client_id, len(client_id))
+        self.client_host = shared(client_host, len(client_host))
+        self.rebalance_timeout_ms = shared(rebalance_timeout_ms)
+        self.session_timeout_ms = shared(session_timeout_ms)
+        self.protocol_type = shared(protocol_type, len(protocol_type))
+        self.protocols = shared_protocols(protocols)
         self.assignment = b""
         # The answers to its parked JoinGroup and SyncGroup (Kafka's awaitingJoinFuture, awaitingSyncFuture).
         self.join_answer: Deferred[JoinResult] | None = None
@@ -61,7 +95,15 @@ class Member:
         self.is_new = False
         self.heartbeat_key: HeartbeatKey = heartbeat_key(group_id, member_id)
         self.expiry: Deadline | None = None  # the armed deadline under heartbeat_key, once its session started
-        self.last_heartbeat_ms = 0
+        # The timeout its session was last given: with the deadline's due time it says when it last showed life,
+        # so no time is stored per proof of life (an int object per heartbeat and per member; issue 17).
+        self.heartbeat_timeout_ms = 0
+
+    @property
+    def last_heartbeat_ms(self) -> int:
+        """When its session was last started or extended (0 before it started)."""
+        expiry = self.expiry
+        return 0 if expiry is None else expiry.due_ms - self.heartbeat_timeout_ms
 
     @property
     def is_static(self) -> bool:

@@ -13,7 +13,7 @@ from functools import partial
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.classic.group import ClassicGroup
+from broker.coordinator.classic.group import ClassicGroup, discard
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
 from broker.coordinator.group_events import Cause
@@ -180,7 +180,7 @@ class Rebalancer:
         """The member sent its SyncGroup; once all have, the sync deadline is off."""
         not_yet_synced = group.not_yet_synced
         if member_id in not_yet_synced:
-            not_yet_synced.discard(member_id)
+            discard(not_yet_synced, member_id)
             if not not_yet_synced:
                 self._purgatory.cancel(group.sync_key)
 

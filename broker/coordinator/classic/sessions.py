@@ -8,50 +8,59 @@ JoinGroup. A kick from the control API goes down the eviction path too.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import cast
+
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.member import Member
 from broker.coordinator.classic.rebalance import Rebalancer
 from broker.coordinator.group_events import Cause
-from broker.timing.keys import heartbeat_key
+from broker.timing.keys import HeartbeatKey, heartbeat_key
+from broker.timing.purgatory import KeyedAction
 
 
-class MemberExpiry:
-    """The action under a member's heartbeat key: one small object per member, where a partial takes four."""
+class MemberExpiry(KeyedAction):
+    """The action under every member's heartbeat key: one object per coordinator, told the key that lapsed.
 
-    __slots__ = ("group_id", "member_id", "sessions")
+    The key is ``heartbeat_key(group_id, member_id)``, so it names the member; a per-member object cost ~70 B
+    of the kilobyte a member may take (issue 17).
+    """
 
-    def __init__(self, sessions: Sessions, group_id: str, member_id: str) -> None:
+    __slots__ = ("sessions",)
+
+    def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
-        self.group_id = group_id
-        self.member_id = member_id
 
-    def __call__(self) -> None:
+    def fire(self, key: Hashable) -> None:
+        _, group_id, member_id = cast(HeartbeatKey, key)
         try:
-            self.sessions.on_expired(self.group_id, self.member_id)
+            self.sessions.on_expired(group_id, member_id)
         except Exception as error:
             # An expiry that raised half-way must not leave the group rebalancing forever (ClassicGroups.fail).
-            self.sessions.fail(self.group_id, f"the session expiry of {self.member_id}", error)
+            self.sessions.fail(group_id, f"the session expiry of {member_id}", error)
 
 
 class Sessions:
     def __init__(self, groups: ClassicGroups, rebalancer: Rebalancer) -> None:
         self._groups = groups
         self._rebalancer = rebalancer
+        self._expiry = MemberExpiry(self)
 
     def start(self, group: ClassicGroup, member: Member, timeout_ms: int) -> None:
         """Arm the member's expiry under its (new) heartbeat key; from here on only ``extend_session`` moves it."""
-        member.last_heartbeat_ms = self._groups.clock.now_ms()
-        member.expiry = self._groups.purgatory.schedule(
-            member.heartbeat_key, timeout_ms, MemberExpiry(self, group.group_id, member.member_id)
-        )
+        member.heartbeat_timeout_ms = max(timeout_ms, 0)  # the purgatory arms a negative delay as 0
+        member.expiry = expiry = self._groups.purgatory.schedule(member.heartbeat_key, timeout_ms, self._expiry)
+        # Share the purgatory's key (a KIP-394 pending id armed it first): one tuple per member, not two, and
+        # one member id string, not the one handed out and the equal one the second JoinGroup decoded.
+        key = member.heartbeat_key = cast(HeartbeatKey, expiry.key)
+        if key[2] is not member.member_id:
+            group.adopt_member_id(member, key[2])
 
     def await_second_join(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
         """KIP-394: the member id just handed out is pending until it comes back, for at most a session."""
         group.pending_members.add(member_id)
-        self._groups.purgatory.schedule(
-            heartbeat_key(group.group_id, member_id), timeout_ms, MemberExpiry(self, group.group_id, member_id)
-        )
+        self._groups.purgatory.schedule(heartbeat_key(group.group_id, member_id), timeout_ms, self._expiry)
 
     def fail(self, group_id: str, operation: str, error: Exception) -> None:
         self._groups.fail(group_id, operation, error)
