@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
@@ -23,6 +24,7 @@ from protocol.errors import MalformedRequest, UnknownApiKey, UnsupportedApiVersi
 
 _HEADER_PREFIX = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
+_SIZE_CORRELATION = struct.Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -32,6 +34,18 @@ class Request:
     correlation_id: int
     client_id: str
     body: Any  # the kio request dataclass of this api and version; None for an unsupported ApiVersions
+
+
+@dataclass(slots=True, frozen=True)
+class HandEncoded:
+    """A response body written by hand (``protocol/group_answers.py``), where any other goes through kio's writer.
+
+    ``encode`` runs in ``encode_response``, when the connection sends the answer, not when a handler or a parked
+    answer's completion builds it: an answer that cannot be encoded (a string too long) then ends its connection
+    the way kio's ``OutOfBoundValue`` does, and never raises inside the coordinator.
+    """
+
+    encode: Callable[[], bytes]
 
 
 @cache
@@ -95,6 +109,11 @@ def peek_client_id(frame: bytes) -> str:
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
     """A complete frame (size prefix, response header, body) ready for the socket."""
     writer, flexible_header = _response_writer(api_key, api_version)
+    if type(body) is HandEncoded:
+        raw = body.encode()
+        if flexible_header:  # response header v1: the correlation id, then no tagged fields
+            return _SIZE_CORRELATION.pack(5 + len(raw), correlation_id) + b"\x00" + raw
+        return _SIZE_CORRELATION.pack(4 + len(raw), correlation_id) + raw
     buffer = io.BytesIO()
     buffer.write(b"\x00\x00\x00\x00")
     buffer.write(_CORRELATION.pack(correlation_id))

@@ -2,7 +2,7 @@
 
 A consumer group's steady state is nothing but Heartbeats, so this one API skips
 kio's generic readers and writers: the request is read with a few struct calls
-and the answer is a pre-encoded body behind a fresh size and correlation id.
+and the answer is packed whole by one struct call.
 Anything unusual (tagged fields, bad UTF-8, a short frame) returns None and the
 frame takes the generic kio path, which owns every error and edge case. Tests
 check both paths give the same answers for every version.
@@ -11,7 +11,6 @@ check both paths give the same answers for every version.
 from __future__ import annotations
 
 import struct
-from functools import cache
 
 from protocol.apis import ApiKey
 
@@ -22,7 +21,6 @@ _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT32_INT16 = struct.Struct(">ih")
-_FRAME_START = struct.Struct(">ii")  # size, correlation id
 
 
 # (api version, correlation id, raw client id, group id, generation id, member id, group instance id).
@@ -89,16 +87,17 @@ def decode_heartbeat(frame: bytes, max_version: int) -> HeartbeatRequest | None:
     return version, correlation_id, client_id, group_id, generation_id, member_id, instance_id
 
 
-@cache
-def _body(version: int, error_code: int) -> bytes:
-    """Response header tail and body after the correlation id: [tags] [throttle 0] error [tags]."""
-    if version == 0:
-        return _INT16.pack(error_code)
-    body = _INT32.pack(0) + _INT16.pack(error_code)
-    return b"\x00" + body + b"\x00" if version >= FLEXIBLE_FROM else body
+# Whole answer frames, one struct call each: size, correlation id, then by version
+# v0 error; v1-3 throttle 0, error; v4+ (flexible) header tags, throttle 0, error, body tags.
+_ANSWER_V0 = struct.Struct(">iih")
+_ANSWER_V1 = struct.Struct(">iiih")
+_ANSWER_FLEXIBLE = struct.Struct(">iibihb")
 
 
 def encode_heartbeat_response(version: int, correlation_id: int, error_code: int) -> bytes:
-    """A complete response frame: size, correlation id, then the cached rest."""
-    rest = _body(version, error_code)
-    return _FRAME_START.pack(4 + len(rest), correlation_id) + rest
+    """A complete response frame; the throttle time is always 0 and every tagged-field section empty."""
+    if version >= FLEXIBLE_FROM:
+        return _ANSWER_FLEXIBLE.pack(_ANSWER_FLEXIBLE.size - 4, correlation_id, 0, 0, error_code, 0)
+    if version:
+        return _ANSWER_V1.pack(_ANSWER_V1.size - 4, correlation_id, 0, error_code)
+    return _ANSWER_V0.pack(_ANSWER_V0.size - 4, correlation_id, error_code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -16,6 +17,7 @@ from protocol.codec import build, nested, response_schema
 _SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+@cache  # the table is fixed, and every client's first request (and each formed group's leader, in benchmarks) asks
 def _api_keys(entry_cls: type) -> tuple[Any, ...]:
     return tuple(
         entry_cls(api_key=i16(key), min_version=i16(low), max_version=i16(high))

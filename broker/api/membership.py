@@ -17,10 +17,11 @@ from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
 from broker.coordinator.messages import JoinRequest, JoinResult, LeavingMember, SyncRequest, SyncResult
 from broker.timing.deferred import Deferred
 from protocol.apis import ApiKey
-from protocol.codec import build, nested, response_schema
+from protocol.codec import HandEncoded, build, nested, response_schema
+from protocol.group_answers import join_body, sync_body
 
 
-def join_group(ctx: ApiContext, call: Call, body: Any) -> Deferred[Any]:
+def join_group(ctx: ApiContext, call: Call, body: Any) -> Deferred[HandEncoded]:
     version = call.api_version
     session_ms = millis(body.session_timeout)
     # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
@@ -37,17 +38,39 @@ def join_group(ctx: ApiContext, call: Call, body: Any) -> Deferred[Any]:
         api_version=version,
         client=call.client,
     )
-    return ctx.coordinator.join(request).map(partial(join_response, version))
+    return ctx.coordinator.join(request).map(partial(join_answer, version))
+
+
+def _protocol_name(version: int, result: JoinResult) -> str | None:
+    if version < 7:
+        return result.protocol_name or ""  # not nullable before v7
+    return result.protocol_name or None
+
+
+def join_answer(version: int, result: JoinResult) -> HandEncoded:
+    """The handler's answer, encoded by hand when it is sent (protocol/group_answers.py: a formation answers every
+    member at least twice)."""
+    return HandEncoded(
+        partial(
+            join_body,
+            version,
+            result.error,
+            result.generation_id,
+            result.protocol_type,
+            _protocol_name(version, result),
+            result.leader,
+            result.skip_assignment,
+            result.member_id,
+            result.members,
+        )
+    )
 
 
 def join_response(version: int, result: JoinResult) -> Any:
+    """The same answer as kio's dataclass (fault rules answer with it)."""
     cls = response_schema(ApiKey.JOIN_GROUP, version)
     member_cls = nested(cls, "JoinGroupResponseMember")
-    protocol_name = result.protocol_name
-    if version < 7:
-        protocol_name = protocol_name or ""  # not nullable before v7
-    elif protocol_name == "":
-        protocol_name = None
+    protocol_name = _protocol_name(version, result)
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -65,13 +88,13 @@ def join_response(version: int, result: JoinResult) -> Any:
     )
 
 
-def sync_group(ctx: ApiContext, call: Call, body: Any) -> Deferred[Any] | Any:
+def sync_group(ctx: ApiContext, call: Call, body: Any) -> Deferred[HandEncoded] | HandEncoded:
     version = call.api_version
     protocol_type = getattr(body, "protocol_type", None)
     protocol_name = getattr(body, "protocol_name", None)
     if version >= 5 and (protocol_type is None or protocol_name is None):
         # KafkaApis rejects these before the coordinator sees them.
-        return sync_response(version, SyncResult(ErrorCode.inconsistent_group_protocol))
+        return sync_answer(version, SyncResult(ErrorCode.inconsistent_group_protocol))
     request = SyncRequest(
         group_id=body.group_id,
         generation_id=body.generation_id,
@@ -82,7 +105,14 @@ def sync_group(ctx: ApiContext, call: Call, body: Any) -> Deferred[Any] | Any:
         protocol_name=protocol_name,
         api_version=version,
     )
-    return ctx.coordinator.sync(request).map(partial(sync_response, version))
+    return ctx.coordinator.sync(request).map(partial(sync_answer, version))
+
+
+def sync_answer(version: int, result: SyncResult) -> HandEncoded:
+    """The handler's answer, encoded by hand when it is sent."""
+    return HandEncoded(
+        partial(sync_body, version, result.error, result.protocol_type, result.protocol_name, result.assignment)
+    )
 
 
 def sync_response(version: int, result: SyncResult) -> Any:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import socket
+import struct
 from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
@@ -60,6 +61,12 @@ _MAX_QUEUED_REQUESTS = 256
 _RESUME_QUEUED_REQUESTS = _MAX_QUEUED_REQUESTS // 2
 _HEARTBEAT = int(ApiKey.HEARTBEAT)  # a plain int: the hot path compares a frame's byte with it
 _HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.HEARTBEAT][1]
+_CORRELATION = struct.Struct(">i")
+# The Heartbeats a connection remembers decoded (``Connection._remember``): more than the members a client has.
+_REMEMBERED_HEARTBEATS = 64
+# (version, raw client id, group id, generation id, member id, group instance id): a decoded Heartbeat without its
+# correlation id, the one part that changes from one beat of a member to the next.
+_KnownHeartbeat = tuple[int, bytes, str, int, str, str | None]
 _CONSUMER_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 _CONSUMER_HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.CONSUMER_GROUP_HEARTBEAT][1]
 
@@ -89,6 +96,11 @@ class Connection(asyncio.Protocol):
         self._close_when_drained: str | None = None
         # The frame a delay rule held back: when it comes round again it is not matched a second time.
         self._released: bytes | None = None
+        # Heartbeats decoded on this connection, by their bytes after the correlation id (``_remember``); None
+        # once the connection carries more members than it holds.
+        self._beats: dict[bytes, _KnownHeartbeat] | None = {}
+        self._heartbeats_seen = 0  # answered on the fast path, for ``_remember``
+        self._heartbeats_mark = 0  # ``_heartbeats_seen`` when ``_beats`` was last emptied
 
     @property
     def reading(self) -> bool:
@@ -149,6 +161,7 @@ class Connection(asyncio.Protocol):
         self._server.connections.discard(self)
         if self._slot is not None:
             self._slot.release()  # an acceptor waiting at max.connections may take the next one
+        self._server.connection_closed()
 
     def _close_after_drain(self, reason: str) -> None:
         if self._close_when_drained is None:
@@ -175,31 +188,46 @@ class Connection(asyncio.Protocol):
             queue = self._queue
             coordinator = self._server.coordinator
             armed = self._server.faults.rules  # a dict's truth is a C check: no rule set, nothing more to pay
+            beats = self._beats
+            out = self._out  # emptied in place by _flush, never replaced
             while queue and not (self._busy or self._writing_paused or self._closed):
                 frame = queue.popleft()
                 if len(frame) > 1 and frame[1] == _HEARTBEAT and frame[0] == 0:  # api key 12, no slice
-                    heartbeat = decode_heartbeat(frame, _HEARTBEAT_MAX_VERSION)
-                    if heartbeat is not None:
-                        version, correlation_id, client_id, group_id, generation_id, member_id, instance_id = heartbeat
-                        # A new client id that is not UTF-8 goes the generic way, where kio refuses it.
-                        if client_id == self._client_id_raw or self._learn_client_id(client_id):
-                            if armed and (
-                                rule := self._fault_rule(frame, _HEARTBEAT, group_id, member_id, instance_id)
-                            ):
-                                error = self._fault(rule, frame)
-                                if error is not None:
-                                    self._out.append(encode_heartbeat_response(version, correlation_id, error))
-                                    answered.append((_HEARTBEAT, version))
-                                continue
-                            try:
-                                error = coordinator.heartbeat(group_id, generation_id, member_id, instance_id)
-                            except Exception:
-                                self._fail("HEARTBEAT")
-                                break
-                            self._out.append(encode_heartbeat_response(version, correlation_id, error))
-                            heartbeats += 1
-                            heartbeat_version = version
+                    # A member's Heartbeats differ only in the correlation id until its generation changes: the
+                    # rest of the frame (client id and body, from byte 8) keys what it decoded to the last time.
+                    rest = frame[8:]
+                    known = beats.get(rest) if beats is not None else None
+                    if known is not None and frame[3] == known[0] and frame[2] == 0:
+                        version, client_id, group_id, generation_id, member_id, instance_id = known
+                        (correlation_id,) = _CORRELATION.unpack_from(frame, 4)
+                    else:
+                        heartbeat = decode_heartbeat(frame, _HEARTBEAT_MAX_VERSION)
+                        if heartbeat is None:
+                            done = self._handle(frame, started)  # the generic path decides
+                            if done is not None:
+                                answered.append(done)
                             continue
+                        version, correlation_id, client_id, group_id, generation_id, member_id, instance_id = heartbeat
+                        if beats is not None:
+                            known = (version, client_id, group_id, generation_id, member_id, instance_id)
+                            beats = self._remember(rest, known, heartbeats)
+                    # A new client id that is not UTF-8 goes the generic way, where kio refuses it.
+                    if client_id == self._client_id_raw or self._learn_client_id(client_id):
+                        if armed and (rule := self._fault_rule(frame, _HEARTBEAT, group_id, member_id, instance_id)):
+                            error = self._fault(rule, frame)
+                            if error is not None:
+                                out.append(encode_heartbeat_response(version, correlation_id, error))
+                                answered.append((_HEARTBEAT, version))
+                            continue
+                        try:
+                            error = coordinator.heartbeat(group_id, generation_id, member_id, instance_id)
+                        except Exception:
+                            self._fail("HEARTBEAT")
+                            break
+                        out.append(encode_heartbeat_response(version, correlation_id, error))
+                        heartbeats += 1
+                        heartbeat_version = version
+                        continue
                 elif len(frame) > 1 and frame[1] == _CONSUMER_HEARTBEAT and frame[0] == 0 and not armed:
                     # KIP-848's steady beat (protocol/consumer_heartbeat.py); fault rules take the generic path.
                     steady = decode_steady(frame, _CONSUMER_HEARTBEAT_MAX_VERSION)
@@ -210,7 +238,7 @@ class Connection(asyncio.Protocol):
                                 group_id, member_id, epoch, self._client_id
                             )
                             if interval is not None:
-                                self._out.append(encode_steady_answer(correlation_id, raw_member_id, epoch, interval))
+                                out.append(encode_steady_answer(correlation_id, raw_member_id, epoch, interval))
                                 steady_beats += 1
                                 steady_version = version
                                 continue
@@ -227,6 +255,8 @@ class Connection(asyncio.Protocol):
             log.exception("connection failed", peer=self.peer, client_id=self._client_id)
             self.close("internal error between requests")
         finally:
+            if heartbeats:
+                self._heartbeats_seen += heartbeats
             if heartbeats or answered or steady_beats:
                 stats = self._server.request_stats
                 elapsed = perf_counter() - started
@@ -321,6 +351,26 @@ class Connection(asyncio.Protocol):
         elif self._writing_paused or len(self._queue) > _MAX_QUEUED_REQUESTS or self._close_when_drained is not None:
             self._reading_paused = True
             transport.pause_reading()
+
+    def _remember(self, rest: bytes, known: _KnownHeartbeat, this_pass: int) -> dict[bytes, _KnownHeartbeat] | None:
+        """Keep a decoded Heartbeat under its bytes; the memo, or None once it stopped paying on this connection.
+
+        A client has one member (or a few) on its coordinator connection, so the memo stays small and nearly every
+        Heartbeat is found in it. When it fills up with fewer than three finds per entry since it was last emptied,
+        the connection carries more members than it holds (a load generator cycling through thousands): it is
+        dropped and every Heartbeat there is decoded, as before the memo.
+        """
+        beats = self._beats
+        assert beats is not None
+        if len(beats) >= _REMEMBERED_HEARTBEATS:
+            seen = self._heartbeats_seen + this_pass
+            if seen - self._heartbeats_mark < 4 * _REMEMBERED_HEARTBEATS:
+                self._beats = None
+                return None
+            self._heartbeats_mark = seen
+            beats.clear()
+        beats[rest] = known
+        return beats
 
     def _learn_client_id(self, raw: bytes) -> bool:
         """A new client id from the Heartbeat fast path; False when it is not UTF-8, so that the fast path never
