@@ -25,6 +25,8 @@ MAX_PARTITIONS = 2000
 #: job starts that JVM itself (not under spark-submit) and nobody set it: at least this, more for larger input.
 LOCAL_DRIVER_MEMORY = "2g"
 GIB = 1024**3
+#: Where the driver listens in local mode (everything runs in its one JVM).
+LOOPBACK = "127.0.0.1"
 
 
 def under_spark_submit() -> bool:
@@ -52,6 +54,28 @@ def local_driver_memory(inputs: Sequence[str]) -> str:
     return f"{max(2, min(math.ceil(2 * total / GIB), half_ram // GIB))}g"
 
 
+def session_defaults(
+    master: str | None, conf: Mapping[str, str], submitted: bool, driver_memory: str = LOCAL_DRIVER_MEMORY
+) -> dict[str, str]:
+    """The settings the job adds unless ``conf`` gives its own: quiet (no progress bar, no UI) and local."""
+    defaults = {
+        "spark.ui.showConsoleProgress": "false",  # the job prints its own progress lines
+        "spark.sql.session.timeZone": "UTC",
+        # The plans of the table windows are wide: without this Spark warns that it truncated one (issue 17).
+        "spark.sql.debug.maxToStringFields": "1000",
+    }
+    if submitted:
+        return defaults
+    defaults["spark.driver.memory"] = driver_memory
+    # A batch job on one machine: no web UI on port 4040 (nobody watches it; ``--conf spark.ui.enabled=true``
+    # brings it back), and in local mode the driver on loopback, not on whatever the host name resolves to.
+    defaults["spark.ui.enabled"] = "false"
+    if (master or conf.get("spark.master") or DEFAULT_MASTER).startswith("local"):
+        defaults["spark.driver.bindAddress"] = LOOPBACK
+        defaults["spark.driver.host"] = LOOPBACK
+    return defaults
+
+
 def build_session(
     master: str | None = None, conf: Mapping[str, str] | None = None, driver_memory: str = LOCAL_DRIVER_MEMORY
 ) -> SparkSession:
@@ -63,12 +87,11 @@ def build_session(
         builder = builder.master(master)
     elif not submitted and "spark.master" not in conf:
         builder = builder.master(DEFAULT_MASTER)
-    defaults = {
-        "spark.ui.showConsoleProgress": "false",  # the job prints its own progress lines
-        "spark.sql.session.timeZone": "UTC",
-    }
-    if not submitted:
-        defaults["spark.driver.memory"] = driver_memory
+    defaults = session_defaults(master, conf, submitted, driver_memory)
+    if "spark.driver.bindAddress" in defaults and not {"spark.driver.bindAddress", "spark.driver.host"} & set(conf):
+        # Spark's Utils reads this before any setting: without it, a host name that resolves to 127.0.0.1 makes
+        # it warn twice and pick another interface's address. Only for a JVM this process starts.
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     for key, value in {**defaults, **conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
