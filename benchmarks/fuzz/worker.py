@@ -84,7 +84,7 @@ class Worker:
         from broker.api import base
         from broker.api.base import NO_RESPONSE, ApiContext, BrokerIdentity, Call, CloseConnection
         from broker.api.dispatch import HANDLERS
-        from broker.coordinator.messages import Client
+        from broker.coordinator.client import Client
         from protocol.codec import decode_request
 
         self.slow = slow_ms / 1000

@@ -15,8 +15,9 @@ from protocol.codec import build, nested
 
 if TYPE_CHECKING:  # annotations only: `serve` answers its first ApiVersions before the coordinator loads (issue 17)
     from broker.config.settings import Settings
+    from broker.coordinator.client import Client
     from broker.coordinator.coordinator import GroupCoordinator
-    from broker.coordinator.messages import Client, PartitionErrors
+    from broker.coordinator.messages import PartitionErrors
     from broker.storage.delayed_fetch import DelayedFetches
     from broker.storage.topics import TopicRegistry
     from broker.transactions.coordinator import TransactionCoordinator

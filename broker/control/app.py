@@ -10,15 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from broker.control import bounded_json
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
-from broker.control.metrics import BrokerMetrics
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
 from broker.coordinator.modern.types import ConsumerGroupState
@@ -29,6 +28,7 @@ from broker.transactions.events import partitions_by_topic
 from broker.transactions.state import TxnMetadata, TxnState
 
 if TYPE_CHECKING:
+    from broker.control.metrics import BrokerMetrics
     from broker.server.broker import BrokerServer
 
 log = structlog.get_logger("control")
@@ -182,9 +182,7 @@ class ControlApi:
         """``limits``: time-outs and sizes of the HTTP edge (``http_guard``); the defaults suit a real broker."""
         self.server = server
         self.limits = limits or HttpLimits()
-        self.metrics = BrokerMetrics(server)
-        self.host = ""
-        self.port = 0
+        self.metrics: BrokerMetrics | None = None  # built at the first scrape: prometheus_client loads then
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Queue[Record | None]] = set()
         app = web.Application(middlewares=[error_middleware(self.limits)], client_max_size=self.limits.max_body_bytes)
@@ -210,19 +208,14 @@ class ControlApi:
         )
         self.app = app
 
-    async def start(self, host: str, port: int) -> None:
+    async def protocol_factory(self) -> Callable[[], asyncio.Protocol]:
+        """aiohttp's protocol for one connection, made by what this returns: ``ControlListener`` (the broker's
+        control socket, broker/server/control_listener.py) hands every accepted connection to it."""
         self._runner = GuardedAppRunner(self.app, self.limits, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
-        try:
-            await site.start()
-        except OSError as error:
-            await self._runner.cleanup()
-            raise OSError(error.errno, f"control API cannot listen on {host}:{port}: {error.strerror}") from error
-        server = site._server
-        sockets = getattr(server, "sockets", None) or ()
-        self.host, self.port = (sockets[0].getsockname()[:2]) if sockets else (host, port)
-        log.info("control api listening", host=self.host, port=self.port, url=f"http://{self.host}:{self.port}")
+        server = self._runner.server
+        assert server is not None  # setup made it
+        return server
 
     async def stop(self) -> None:
         for queue in list(self._streams):
@@ -247,8 +240,14 @@ class ControlApi:
         return _json({"status": "stopping" if self.server.port else "starting"}, 503)
 
     async def prometheus(self, request: web.Request) -> web.Response:
+        if self.metrics is None:
+            # The event series were counted all along (broker/server/event_tally.py): nothing is lost by loading
+            # prometheus_client (~5 MB, issue 17) only when someone scrapes.
+            from broker.control.metrics import BrokerMetrics
+
+            self.metrics = BrokerMetrics(self.server)
         response = web.Response(body=self.metrics.exposition())
-        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        response.headers["Content-Type"] = self.metrics.content_type
         return response
 
     # -- groups ---------------------------------------------------------------------------

@@ -10,36 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.modern.types import ConsumerGroupState
-from broker.events.hub import Record
-from broker.events.names import (
-    GROUP_DELETED,
-    GROUP_EPOCH_BUMPED,
-    MEMBER_EXPIRED,
-    MEMBER_RECONCILED,
-    REBALANCE_STARTED,
-    REFEREE_VIOLATION,
-    STATE_CHANGED,
-    SYNC_COMPLETED,
-    TARGET_ASSIGNMENT_COMPUTED,
-    TRANSACTION_ENDINGS,
-)
+from broker.server.event_tally import SLOW_BUCKETS, CountedSeries, HistogramSeries
 from broker.server.stats import LATENCY_BUCKETS
 from broker.transactions.state import ONGOING
 from protocol.apis import ApiKey, kafka_name
 
 if TYPE_CHECKING:
     from broker.server.broker import BrokerServer
-
-# A consumer group's rebalance ends when it is Stable again, or is over without one when it is Empty.
-_SETTLED = frozenset({ConsumerGroupState.STABLE.value, ConsumerGroupState.EMPTY.value})
-# Rebalances and evictions take from milliseconds (kicks, tests) to minutes (default timeouts).
-SLOW_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0, 600.0)
 
 
 class _ScrapeTime(Collector):
@@ -134,120 +118,73 @@ class _ScrapeTime(Collector):
         yield hits
 
 
+class _Tallied(Collector):
+    """The event-driven series, counted by the broker's ``EventTally`` since its first event."""
+
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        tally = self.server.tally
+        yield _counter("group_broker_rebalances", "Rebalances started, by group and cause", ["group", "cause"],
+                       tally.rebalances)
+        # Histograms carry no group label: a child per group costs kilobytes, and a broker may hold thousands of
+        # groups. Counters keep theirs; group_broker_events and the event log have the per-group detail.
+        yield _histogram("group_broker_rebalance_duration_seconds",
+                         "From a rebalance's start to the group being Stable again", ["protocol"],
+                         tally.rebalance_duration)
+        yield _histogram("group_broker_eviction_delay_seconds",
+                         "From a member's last heartbeat to its eviction (session expiry or kick)", ["cause"],
+                         tally.eviction_delay)
+        yield _counter("group_broker_referee_violations", "Assignment referee findings, by group and kind",
+                       ["group", "kind"], tally.violations)
+        yield _counter("group_broker_events", "Group events emitted, by name", ["event"], tally.events)
+        # KIP-848 consumer groups (docs/spec/consumer-groups.md): what a classic group's rebalance counters say.
+        yield _counter("group_broker_epoch_bumps", "Consumer group epoch bumps, by group and cause",
+                       ["group", "cause"], tally.epoch_bumps)
+        yield _counter("group_broker_target_assignments", "Target assignments computed for consumer groups, by group",
+                       ["group"], tally.target_assignments)
+        yield _counter("group_broker_partitions_moved",
+                       "Partitions given another owner by a consumer group's new target assignment, by group",
+                       ["group"], tally.partitions_moved)
+        yield _counter("group_broker_reconciliations",
+                       "Consumer group members moved a step toward their target, by the state they are in after it",
+                       ["state"], tally.reconciliations)
+        yield _counter("group_broker_transactions_ended",
+                       "Transactions ended, by outcome: committed, aborted (by the client), timed_out, fenced "
+                       "(docs/events.md)", ["outcome"], tally.transactions_ended)
+
+
+def _counter(name: str, documentation: str, labels: list[str], series: CountedSeries) -> Metric:
+    family = CounterMetricFamily(name, documentation, labels=labels)
+    for key, value in series.values.items():
+        family.add_metric(list(key), value, created=series.created[key])
+    return family
+
+
+def _histogram(name: str, documentation: str, labels: list[str], series: HistogramSeries) -> Metric:
+    family = HistogramMetricFamily(name, documentation, labels=labels)
+    for key, counts in series.buckets.items():
+        cumulative = 0
+        buckets = []
+        for bound, count in zip((*SLOW_BUCKETS, float("inf")), counts, strict=True):
+            cumulative += count
+            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+        family.add_metric(list(key), buckets, series.sums[key])
+        # What prometheus_client's own Histogram adds to each child: when it was first observed.
+        family.samples.append(Sample(f"{name}_created", dict(zip(labels, key, strict=True)), series.created[key]))
+    return family
+
+
 class BrokerMetrics:
     """The registry a broker's /metrics serves: its own, so brokers in one process never mix their figures."""
+
+    content_type = CONTENT_TYPE_LATEST
 
     def __init__(self, server: BrokerServer) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_ScrapeTime(server))
-        self.rebalances = Counter(
-            "group_broker_rebalances",
-            "Rebalances started, by group and cause",
-            ["group", "cause"],
-            registry=self.registry,
-        )
-        # Histograms carry no group label: a child per group costs kilobytes, and a broker may hold thousands of
-        # groups. Counters keep theirs; group_broker_events and the event log have the per-group detail.
-        self.rebalance_duration = Histogram(
-            "group_broker_rebalance_duration_seconds",
-            "From a rebalance's start to the group being Stable again",
-            ["protocol"],
-            buckets=SLOW_BUCKETS,
-            registry=self.registry,
-        )
-        self.eviction_delay = Histogram(
-            "group_broker_eviction_delay_seconds",
-            "From a member's last heartbeat to its eviction (session expiry or kick)",
-            ["cause"],
-            buckets=SLOW_BUCKETS,
-            registry=self.registry,
-        )
-        self.violations = Counter(
-            "group_broker_referee_violations",
-            "Assignment referee findings, by group and kind",
-            ["group", "kind"],
-            registry=self.registry,
-        )
-        self.events = Counter("group_broker_events", "Group events emitted, by name", ["event"], registry=self.registry)
-        # KIP-848 consumer groups (docs/spec/consumer-groups.md): what a classic group's rebalance counters say.
-        self.epoch_bumps = Counter(
-            "group_broker_epoch_bumps",
-            "Consumer group epoch bumps, by group and cause",
-            ["group", "cause"],
-            registry=self.registry,
-        )
-        self.target_assignments = Counter(
-            "group_broker_target_assignments",
-            "Target assignments computed for consumer groups, by group",
-            ["group"],
-            registry=self.registry,
-        )
-        self.partitions_moved = Counter(
-            "group_broker_partitions_moved",
-            "Partitions given another owner by a consumer group's new target assignment, by group",
-            ["group"],
-            registry=self.registry,
-        )
-        self.reconciliations = Counter(
-            "group_broker_reconciliations",
-            "Consumer group members moved a step toward their target, by the state they are in after it",
-            ["state"],
-            registry=self.registry,
-        )
-        self.transactions_ended = Counter(
-            "group_broker_transactions_ended",
-            "Transactions ended, by outcome: committed, aborted (by the client), timed_out, fenced (docs/events.md)",
-            ["outcome"],
-            registry=self.registry,
-        )
-        for outcome in TRANSACTION_ENDINGS.values():
-            self.transactions_ended.labels(outcome)  # every outcome shows, at 0 until it happens
-        # Per consumer group: when its first epoch bump since it was last Stable happened (events' ts_ms).
-        self._unsettled_since: dict[str, int] = {}
-        server.events.subscribe(self.observe)
-
-    def observe(self, record: Record) -> None:
-        name = record["event"]
-        group = record["group_id"]
-        self.events.labels(name).inc()
-        outcome = TRANSACTION_ENDINGS.get(name)
-        if outcome is not None:
-            self.transactions_ended.labels(outcome).inc()
-            return
-        if record.get("group_type") == "consumer":
-            self._observe_consumer(name, group, record)
-        elif name == REBALANCE_STARTED:
-            self.rebalances.labels(group, record["cause"]).inc()
-        elif name == SYNC_COMPLETED:
-            protocol = record["rebalance_protocol"] or "other"
-            self.rebalance_duration.labels(protocol).observe(record["rebalance_ms"] / 1000)
-        elif name == MEMBER_EXPIRED:
-            self.eviction_delay.labels(record["cause"]).observe(record["since_last_heartbeat_ms"] / 1000)
-        elif name == REFEREE_VIOLATION:
-            self.violations.labels(group, record["kind"]).inc()
-
-    def _observe_consumer(self, name: str, group: str, record: Record) -> None:
-        """A consumer group's rebalance runs from an epoch bump to the group being Stable again (docs/events.md)."""
-        if name == GROUP_EPOCH_BUMPED:
-            self.epoch_bumps.labels(group, record["cause"]).inc()
-            self._unsettled_since.setdefault(group, record["ts_ms"])
-        elif name == TARGET_ASSIGNMENT_COMPUTED:
-            self.target_assignments.labels(group).inc()
-            self.partitions_moved.labels(group).inc(len(record["moved"]))
-        elif name == MEMBER_RECONCILED:
-            self.reconciliations.labels(record["state"]).inc()
-        elif name == STATE_CHANGED:
-            started = self._unsettled_since.pop(group, None) if record["to"] in _SETTLED else None
-            if started is not None and record["to"] == ConsumerGroupState.STABLE.value:
-                self.rebalance_duration.labels("consumer").observe(max(record["ts_ms"] - started, 0) / 1000)
-        elif name == MEMBER_EXPIRED:
-            # A session runs out exactly its timeout after the last heartbeat (section 7.1); a rebalance timer
-            # after the member began revoking (7.3).
-            self.eviction_delay.labels(f"{record['timer']}_timeout").observe(record["timeout_ms"] / 1000)
-        elif name == REFEREE_VIOLATION:
-            self.violations.labels(group, record["kind"]).inc()
-        elif name == GROUP_DELETED:
-            self._unsettled_since.pop(group, None)
+        self.registry.register(_Tallied(server))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -12,13 +12,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-
-@dataclass(slots=True, frozen=True)
-class Client:
-    """Who sent a request: from the request header and the socket."""
-
-    client_id: str = ""
-    host: str = "/127.0.0.1"  # rendered like Java's InetAddress.toString()
+from broker.coordinator.client import LOCAL_CLIENT, Client
 
 
 @dataclass(slots=True, frozen=True)
@@ -32,7 +26,7 @@ class JoinRequest:
     group_instance_id: str | None = None
     reason: str | None = None
     api_version: int = 9
-    client: Client = Client()
+    client: Client = LOCAL_CLIENT
 
 
 @dataclass(slots=True, frozen=True)
@@ -202,7 +196,7 @@ class ConsumerHeartbeatRequest:
     server_assignor: str | None = None
     topic_partitions: TopicIdPartitions | None = None
     api_version: int = 1
-    client: Client = Client()
+    client: Client = LOCAL_CLIENT
 
 
 @dataclass(slots=True, frozen=True)

@@ -25,6 +25,7 @@ from broker.config.settings import Endpoint, Settings
 from broker.events.hub import EventFile, EventHub
 from broker.server.acceptor import Acceptor, bind
 from broker.server.connection import Connection
+from broker.server.control_listener import ControlListener
 from broker.server.faults import FaultRules
 from broker.server.quotas import ConnectionQuotas, Slot
 from broker.server.stats import RequestStats
@@ -34,6 +35,7 @@ from broker.timing.purgatory import Purgatory
 
 if TYPE_CHECKING:
     from broker.coordinator.coordinator import GroupCoordinator
+    from broker.server.event_tally import EventTally
     from broker.storage.delayed_fetch import DelayedFetches
     from broker.storage.topics import Topic, TopicRegistry
     from broker.transactions.coordinator import TransactionCoordinator
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 STATE_MODULES = (
     "broker.coordinator.coordinator",
     "broker.server.catalog",
+    "broker.server.event_tally",
     "broker.storage.control",
     "broker.storage.delayed_fetch",
     "broker.storage.partition_log",
@@ -165,7 +168,7 @@ class BrokerServer:
         self.api: ApiContext
         self.port = 0
         self.ready = False
-        self.control: Any = None  # the control API's site, when it runs
+        self.control: ControlListener | None = None  # the control API, when it runs
         self._loaded = False
         self._loader: threading.Thread | None = None
         self._load_error: BaseException | None = None
@@ -173,11 +176,13 @@ class BrokerServer:
         self.topics: TopicRegistry
         self.fetches: DelayedFetches
         self.transactions: TransactionCoordinator
+        self.tally: EventTally
         if load_in_background:
             self.coordinator = cast("GroupCoordinator", _Pending(self, "coordinator"))
             self.topics = cast("TopicRegistry", _Pending(self, "topics"))
             self.fetches = cast("DelayedFetches", _Pending(self, "fetches"))
             self.transactions = cast("TransactionCoordinator", _Pending(self, "transactions"))
+            self.tally = cast("EventTally", _Pending(self, "tally"))
         else:
             self._build_state()
 
@@ -186,12 +191,14 @@ class BrokerServer:
         ``serve`` a worker thread has imported them already)."""
         from broker.coordinator.coordinator import GroupCoordinator
         from broker.server.catalog import RegistryCatalog
+        from broker.server.event_tally import EventTally
         from broker.storage.delayed_fetch import DelayedFetches
         from broker.storage.partition_log import StorageBudget
         from broker.storage.topics import TopicRegistry
         from broker.transactions.coordinator import TransactionCoordinator
 
         settings = self.settings
+        self.tally = EventTally(self.events.subscribe)  # /metrics' event series, counted from the first event
         topics = TopicRegistry(
             auto_create=settings.auto_create_topics,
             default_partitions=settings.num_partitions,
@@ -283,6 +290,16 @@ class BrokerServer:
             await self._close_listeners()
             raise
         self.port, self.api = self.listeners[0].port, self.listeners[0].api
+        if self.settings.admin_port >= 0:
+            # Bound with the Kafka port, so a script that waited for that one finds it too; aiohttp loads at its
+            # first connection (broker/server/control_listener.py).
+            control = ControlListener(self)
+            try:
+                await control.start(self.settings.admin_host, self.settings.admin_port)
+            except OSError:
+                await self._close_listeners()
+                raise
+            self.control = control
         if not self._loaded:
             try:
                 await self._load_in_background(loop)
@@ -291,16 +308,6 @@ class BrokerServer:
                 raise
         self.transactions.start()  # the timeout and id-expiration scans (transactions spec section 3.9)
         self.ready = True
-        if self.settings.admin_port >= 0:
-            # aiohttp takes ~200 ms to import: a worker thread does it while this loop already answers Kafka.
-            control = await loop.run_in_executor(None, importlib.import_module, "broker.control.app")
-            self.control = control.ControlApi(self)
-            try:
-                await self.control.start(self.settings.admin_host, self.settings.admin_port)
-            except OSError:
-                await self._close_listeners()
-                self.control = None
-                raise
 
     async def _listen(self, endpoint: Endpoint) -> None:
         listener = Listener(endpoint.name)
@@ -346,6 +353,9 @@ class BrokerServer:
             server.close()
         for server in self._servers:
             await server.wait_closed()
+        if self.control is not None:
+            await self.control.stop()
+            self.control = None
 
     def _partition_count(self, name: str) -> int | None:
         topic = self.topics.get(name)

@@ -40,7 +40,7 @@ from broker.api.api_versions import unsupported_version_response
 from broker.api.base import NO_RESPONSE, ApiContext, Call, CloseConnection, InvalidRequest
 from broker.api.dispatch import HANDLERS
 from broker.api.fault_answers import error_response, request_identity, request_transactional_id
-from broker.coordinator.messages import Client
+from broker.coordinator.client import Client
 from broker.server.faults import CLOSE, DELAY, SWALLOW, FaultRule
 from broker.server.quotas import Slot
 from broker.timing.deferred import Deferred

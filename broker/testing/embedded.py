@@ -138,7 +138,9 @@ class EmbeddedBroker(BrokerControl):
         self.port = server.port
         # server.port is the first listener's: the one clients should bootstrap from.
         self.bootstrap = host_port(reachable_host(self.settings.bind_endpoints()[0].host), server.port)
-        self._client = ControlClient(f"http://{host_port(reachable_host(server.control.host), server.control.port)}")
+        control = server.control
+        assert control is not None  # the embedded broker always runs its control API
+        self._client = ControlClient(f"http://{host_port(reachable_host(control.host), control.port)}")
         return self
 
     def stop(self) -> None:

@@ -32,9 +32,9 @@ from openapi_core import Config, OpenAPI
 from openapi_core.deserializing.media_types.util import plain_loads
 from openapi_spec_validator.readers import read_from_filename
 
-from broker.control.app import ControlApi
 from broker.control.http_guard import HttpLimits
 from broker.server.broker import BrokerServer
+from broker.server.control_listener import ControlListener
 from protocol.apis import ApiKey
 from tests.conftest import broker_settings, start_broker_process
 from tests.control.test_control_api import SPEC_PATH, Answer, Consumer, ControlClient, stable_group, without_ages
@@ -127,7 +127,7 @@ def openapi() -> OpenAPI:
 @dataclass
 class Env:
     broker: BrokerServer
-    control: ControlApi
+    control: ControlListener
     client: ControlClient
     steady: Consumer
     shape: dict[str, Any]
@@ -158,7 +158,7 @@ async def env(openapi: OpenAPI, spec: dict[str, Any]) -> AsyncIterator[Env]:
     broker = BrokerServer(broker_settings(admin_port=-1))
     await broker.start()
     # The API as the broker starts it, but with short time-outs: the constructor's parameter, not a sleep.
-    control = ControlApi(broker, LIMITS)
+    control = ControlListener(broker, LIMITS)
     await control.start("127.0.0.1", 0)
     opened: list[WireClient] = []
 
@@ -585,7 +585,10 @@ async def test_a_real_broker_uses_the_default_limits() -> None:
     broker = BrokerServer(broker_settings(admin_port=0))
     await broker.start()
     try:
-        assert broker.control.limits == HttpLimits()
+        assert broker.control is not None
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{broker.control.port}/healthz"):
+            pass  # the first connection loads the API
+        assert broker.control.api.limits == HttpLimits()
     finally:
         await broker.stop()
 

@@ -19,9 +19,10 @@ import tracemalloc
 import structlog
 
 from broker.coordinator.classic.member import Member
+from broker.coordinator.client import Client
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.coordinator import GroupCoordinator
-from broker.coordinator.messages import Client, JoinRequest, SyncRequest
+from broker.coordinator.messages import JoinRequest, SyncRequest
 from broker.events.hub import EventHub
 from broker.timing.clock import ManualClock
 from broker.timing.purgatory import Deadline, Purgatory

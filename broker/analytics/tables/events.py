@@ -134,27 +134,32 @@ def sequence_events(classified: DataFrame) -> Events:
         ).alias("revoking_n"),
     )
 
+    # Four window passes over the one ordering (issue 17): each ``select`` computes every window of one dependency
+    # level, so the windows of a level share one Window operator (same partitioning and order, frames may differ)
+    # and the passes share one sort; a ``withColumn`` per column made a Window operator (and a re-analysed plan)
+    # per column. Only the backward pass needs a second sort.
     w = Window.partitionBy(*GROUP_RUN).orderBy("seq")
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    events = events.withColumn("consumer", is_consumer())
     # A new consumer-group member's first heartbeat bumps the epoch for its subscription (section 6.1): a join.
     joined_before = (F.lag("event").over(w) == MEMBER_JOINED) & (F.lag("member_id").over(w) == F.col("member_id"))
-    events = events.withColumn(
-        "cause",
-        F.when(
-            is_event(GROUP_EPOCH_BUMPED) & F.coalesce(joined_before, F.lit(False)), F.lit("member_joined")
-        ).otherwise(F.col("cause")),
-    )
-    # Consumer groups: the last group epoch bumped and the last target computed (its epoch and members), for the
-    # Stable that the broker does not report because the state never left it (the module's docstring).
-    events = events.withColumn(
-        "last_bump", F.last(F.when(is_event(GROUP_EPOCH_BUMPED), F.col("group_epoch")), ignorenulls=True).over(upto)
-    ).withColumn(
-        "last_target",
+    cause = F.when(
+        is_event(GROUP_EPOCH_BUMPED) & F.coalesce(joined_before, F.lit(False)), F.lit("member_joined")
+    ).otherwise(F.col("cause"))
+    events = events.select(
+        *(cause.alias("cause") if c == "cause" else F.col(c) for c in events.columns),
+        is_consumer().alias("consumer"),
+        # Consumer groups: the last group epoch bumped and the last target computed (its epoch and members), for
+        # the Stable that the broker does not report because the state never left it (the module's docstring).
+        F.last(F.when(is_event(GROUP_EPOCH_BUMPED), F.col("group_epoch")), ignorenulls=True).over(upto).alias(
+            "last_bump"
+        ),
         F.last(
             F.when(is_event(TARGET_ASSIGNMENT_COMPUTED), F.struct("assignment_epoch", "members_n")), ignorenulls=True
-        ).over(upto),
+        )
+        .over(upto)
+        .alias("last_target"),
+        F.lead("event").over(w).alias("next_event"),
     )
     quietly_stable = (
         is_event(MEMBER_RECONCILED)
@@ -168,7 +173,6 @@ def sequence_events(classified: DataFrame) -> Events:
     )
     # Deleting a group emits state_changed(to Dead) then group_deleted; a Dead without group_deleted after it is
     # the broker unloading the group (shutdown): every interval open then ends as "unloaded".
-    events = events.withColumn("next_event", F.lead("event").over(w))
     gend_kind = F.when(is_event(GROUP_DELETED), "deleted").when(
         is_event(STATE_CHANGED)
         & (F.col("to") == "Dead")
@@ -180,45 +184,54 @@ def sequence_events(classified: DataFrame) -> Events:
         .when((is_event(JOIN_COMPLETED) & (F.col("state") == "Empty")) | is_event(GROUP_EMPTIED), "empty")
         .otherwise(gend_kind)
     )
-    events = (
-        events.withColumn("gend_kind", gend_kind)
-        .withColumn("end_kind", end_kind)
-        .withColumn("is_start", is_event(REBALANCE_STARTED) | is_event(GROUP_EPOCH_BUMPED))
-        .withColumn("is_sync", is_event(SYNC_COMPLETED))
-        .withColumn("marker", F.when(F.col("is_start"), 1).when(F.col("end_kind").isNotNull(), 0))
+    kept = [c for c in events.columns if c not in ("last_bump", "last_target", "next_event")]
+    events = events.select(
+        *kept,
+        gend_kind.alias("gend_kind"),
+        end_kind.alias("end_kind"),
+        (is_event(REBALANCE_STARTED) | is_event(GROUP_EPOCH_BUMPED)).alias("is_start"),
+        is_event(SYNC_COMPLETED).alias("is_sync"),
     )
-    events = (
-        events.withColumn("in_before", F.coalesce(F.last("marker", ignorenulls=True).over(before) == 1, F.lit(False)))
-        .withColumn("inc", F.coalesce(F.sum(as_int(F.col("gend_kind").isNotNull())).over(before), F.lit(0)))
-        .withColumn("sync_no", F.sum(as_int(F.col("is_sync"))).over(upto))
-        .withColumn("last_sync_seq", F.last(F.when(F.col("is_sync"), F.col("seq")), ignorenulls=True).over(upto))
-        .withColumn(
-            "last_gend_seq", F.last(F.when(F.col("gend_kind").isNotNull(), F.col("seq")), ignorenulls=True).over(upto)
-        )
+    marker = F.when(F.col("is_start"), 1).when(F.col("end_kind").isNotNull(), 0)
+    kept += ["gend_kind", "end_kind", "is_start", "is_sync"]
+    events = events.select(
+        *kept,
+        F.coalesce(F.last(marker, ignorenulls=True).over(before) == 1, F.lit(False)).alias("in_before"),
+        F.coalesce(F.sum(as_int(F.col("gend_kind").isNotNull())).over(before), F.lit(0)).alias("inc"),
+        F.sum(as_int(F.col("is_sync"))).over(upto).alias("sync_no"),
+        F.last(F.when(F.col("is_sync"), F.col("seq")), ignorenulls=True).over(upto).alias("last_sync_seq"),
+        F.last(F.when(F.col("gend_kind").isNotNull(), F.col("seq")), ignorenulls=True).over(upto).alias(
+            "last_gend_seq"
+        ),
     )
-    events = (
-        events.withColumn("ep_start", F.col("is_start") & ~F.col("in_before"))
-        .withColumn("in_ep", F.col("is_start") | F.col("in_before"))
-        .withColumn("ep_end", F.col("in_before") & F.col("end_kind").isNotNull())
-        .withColumn(
-            "prev_sync_valid",
+    ep_start = F.col("is_start") & ~F.col("in_before")
+    kept += ["inc", "sync_no"]
+    events = events.select(
+        *kept,
+        ep_start.alias("ep_start"),
+        (F.col("is_start") | F.col("in_before")).alias("in_ep"),
+        (F.col("in_before") & F.col("end_kind").isNotNull()).alias("ep_end"),
+        (
             F.col("last_sync_seq").isNotNull()
-            & (F.col("last_gend_seq").isNull() | (F.col("last_sync_seq") > F.col("last_gend_seq"))),
-        )
+            & (F.col("last_gend_seq").isNull() | (F.col("last_sync_seq") > F.col("last_gend_seq")))
+        ).alias("prev_sync_valid"),
+        F.sum(as_int(ep_start)).over(upto).alias("ep"),
     )
-    events = events.withColumn("ep", F.sum(as_int(F.col("ep_start"))).over(upto))
 
-    after = Window.partitionBy(*GROUP_RUN).orderBy(F.desc("seq")).rowsBetween(Window.unboundedPreceding, -1)
+    # The backward pass: every "next ... after this event" and the run's last episode, one Window operator.
+    after = Window.partitionBy(*GROUP_RUN).orderBy(F.desc("seq"))
 
     def next_where(condition: Column, kind: Column) -> Column:
         point = F.struct(F.col("seq"), F.col("ts_ms").alias("ts"), F.col("ep"), kind.alias("kind"))
-        return F.last(F.when(condition, point), ignorenulls=True).over(after)
+        return F.last(F.when(condition, point), ignorenulls=True).over(
+            after.rowsBetween(Window.unboundedPreceding, -1)
+        )
 
-    events = (
-        events.withColumn("next_start", next_where(F.col("ep_start"), F.lit("rebalance")))
-        .withColumn("next_sync", next_where(F.col("is_sync"), F.lit("moved")))
-        .withColumn("next_gend", next_where(F.col("gend_kind").isNotNull(), F.col("gend_kind")))
-        .withColumn("last_ep", F.max("ep").over(Window.partitionBy(*GROUP_RUN)))
-        .drop("marker", "in_before", "next_event", "last_sync_seq", "last_gend_seq", "last_bump", "last_target")
+    events = events.select(
+        "*",
+        next_where(F.col("ep_start"), F.lit("rebalance")).alias("next_start"),
+        next_where(F.col("is_sync"), F.lit("moved")).alias("next_sync"),
+        next_where(F.col("gend_kind").isNotNull(), F.col("gend_kind")).alias("next_gend"),
+        F.max("ep").over(after.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)).alias("last_ep"),
     )
     return Events(events, duplicates)

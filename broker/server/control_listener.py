@@ -1,0 +1,150 @@
+"""The control API's socket: bound with the Kafka listeners, served by aiohttp from its first connection on.
+
+aiohttp (and prometheus_client for /metrics) cost about 16 MB of resident memory and a fifth of a second of
+imports (issue 17: idle RSS < 40 MB, the first ApiVersions answer within 150 ms), and many brokers never get an
+HTTP request. So the port is bound at start-up, before ``/readyz`` could be asked, and a connection that comes
+before the API is loaded waits (what it sends kept) while a worker thread imports ``broker.control.app``; then it
+is handed to aiohttp's protocol as if aiohttp had accepted it, and every later connection goes to aiohttp
+straight away. What a client sees is one slower first answer, never a refused connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from typing import TYPE_CHECKING, Any, cast
+
+import structlog
+
+from broker.config.settings import host_port, reachable_host
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from broker.server.broker import BrokerServer
+
+log = structlog.get_logger("control")
+
+_APP_MODULE = "broker.control.app"  # imported by name: the server layer never imports the control layer
+# What a connection may send before the API is loaded, kept in memory; past it, its reading pauses.
+_HELD_BYTES = 256 * 1024
+
+
+class ControlListener:
+    """The control API of ``server`` on ``host:port``; ``api`` is the ``ControlApi`` once a connection loaded it.
+
+    ``limits``: the HTTP edge's time-outs and sizes (``broker.control.http_guard.HttpLimits``), the defaults
+    when None."""
+
+    def __init__(self, server: BrokerServer, limits: Any = None) -> None:
+        self.server = server
+        self.limits = limits
+        self.host = ""
+        self.port = 0
+        self.api: Any = None
+        self._listening: asyncio.Server | None = None
+        self._factory: Callable[[], asyncio.Protocol] | None = None
+        self._loading: asyncio.Task[None] | None = None
+        self._waiting: set[_Waiting] = set()
+
+    async def start(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            self._listening = await loop.create_server(self._protocol, host, port, reuse_address=True)
+        except OSError as error:
+            raise OSError(error.errno, f"control API cannot listen on {host}:{port}: {error.strerror}") from error
+        self.host, self.port = self._listening.sockets[0].getsockname()[:2]
+        url = f"http://{host_port(reachable_host(self.host), self.port)}"
+        log.info("control api listening", host=self.host, port=self.port, url=url)
+
+    def _protocol(self) -> asyncio.Protocol:
+        if self._factory is not None:
+            return self._factory()
+        return _Waiting(self)
+
+    def _wait(self, connection: _Waiting) -> None:
+        self._waiting.add(connection)
+        if self._loading is None:
+            self._loading = asyncio.get_running_loop().create_task(self._load())
+
+    async def _load(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            # In a worker thread: the loop goes on answering Kafka requests while aiohttp imports.
+            module = await loop.run_in_executor(None, importlib.import_module, _APP_MODULE)
+            api = module.ControlApi(self.server, self.limits)
+            self._factory = await api.protocol_factory()
+            self.api = api
+        except Exception:
+            log.exception("control api failed to load")
+            for connection in list(self._waiting):
+                connection.abort()
+            self._loading = None  # the next connection tries again
+            return
+        for connection in list(self._waiting):
+            connection.hand_over(self._factory())
+
+    async def stop(self) -> None:
+        if self._listening is not None:
+            self._listening.close()
+        for connection in list(self._waiting):
+            connection.abort()
+        if self._loading is not None and not self._loading.done():
+            await asyncio.wait([self._loading])
+        if self.api is not None:
+            await self.api.stop()
+        if self._listening is not None:
+            await self._listening.wait_closed()
+            self._listening = None
+
+
+class _Waiting(asyncio.Protocol):
+    """A connection accepted before aiohttp was loaded: what it sends is kept (reading paused past a few
+    requests' worth) and replayed to aiohttp's protocol when the connection is handed over."""
+
+    def __init__(self, listener: ControlListener) -> None:
+        self.listener = listener
+        self.transport: asyncio.Transport | None = None
+        self.received: list[bytes] = []
+        self.size = 0
+        self.eof = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast("asyncio.Transport", transport)  # uvloop's is not a subclass
+        self.listener._wait(self)
+
+    def data_received(self, data: bytes) -> None:
+        # uvloop starts reading after connection_made whatever it asked, so pausing there would not hold the
+        # first bytes back: they are kept instead, and reading pauses only if a client sends a lot meanwhile.
+        self.received.append(data)
+        self.size += len(data)
+        if self.size > _HELD_BYTES and self.transport is not None:
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        return True  # half-closed: the answer can still go out once aiohttp has the connection
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.listener._waiting.discard(self)
+        self.transport = None
+
+    def hand_over(self, protocol: asyncio.Protocol) -> None:
+        self.listener._waiting.discard(self)
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        for data in self.received:
+            protocol.data_received(data)
+        self.received.clear()
+        if self.eof and not protocol.eof_received():
+            transport.close()
+        elif self.size > _HELD_BYTES:
+            transport.resume_reading()
+
+    def abort(self) -> None:
+        self.listener._waiting.discard(self)
+        if self.transport is not None:
+            self.transport.abort()
