@@ -30,8 +30,6 @@ from dataclasses import fields
 from functools import cache
 from typing import Any
 
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
-
 from protocol.errors import MalformedRequest
 
 # Encoded sizes of kio's fixed-width field types.
@@ -101,6 +99,10 @@ def plan_of(cls: type) -> Plan:
 
 
 def _step(cls: type, f: Any, flexible: bool) -> Step:
+    # kio's readers are imported with the first plan, not with this module: `serve` answers its first request
+    # before they load (protocol/api_versions.py, issue 17).
+    from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
+
     if cls.__name__ == "RequestHeader" and f.name == "client_id":
         # Always a nullable legacy string, even in the flexible header v2 (see Kafka's RequestHeader.json).
         return (_STRING, 0, f.name, True, _NOTHING, _INT16_LENGTH)

@@ -15,9 +15,6 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
-
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_name
 from protocol.bounds import Checker, check_request, checker, plan_of
 from protocol.errors import MalformedRequest, UnknownApiKey, UnsupportedApiVersion
@@ -48,8 +45,15 @@ class HandEncoded:
     encode: Callable[[], bytes]
 
 
+# kio's schema index and its readers and writers are imported by the first request that needs them, each of the
+# cached functions below: `serve` answers its first ApiVersions before they load (protocol/api_versions.py).
+
+
 @cache
 def _request_readers(api_key: int, api_version: int) -> tuple[Checker, Any, Any]:
+    from kio.index import load_request_schema
+    from kio.serial import entity_reader
+
     schema: Any = load_request_schema(api_key, api_version)
     header = schema.__header_schema__
     return checker(plan_of(header), plan_of(schema)), entity_reader(header), entity_reader(schema)
@@ -57,11 +61,15 @@ def _request_readers(api_key: int, api_version: int) -> tuple[Checker, Any, Any]
 
 @cache
 def response_schema(api_key: int, api_version: int) -> Any:
+    from kio.index import load_response_schema
+
     return load_response_schema(api_key, api_version)
 
 
 @cache
 def _response_writer(api_key: int, api_version: int) -> tuple[Any, bool]:
+    from kio.serial import entity_writer
+
     schema = response_schema(api_key, api_version)
     flexible_header = api_key != ApiKey.API_VERSIONS and schema.__header_schema__.__version__ >= 1
     return entity_writer(schema), flexible_header

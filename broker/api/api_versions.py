@@ -1,8 +1,8 @@
-"""ApiVersions (18): the supported-version table, as Kafka reports it."""
+"""ApiVersions (18): the supported-version table, as Kafka reports it. The usual request is answered by hand
+(protocol/api_versions.py); this is the generic path, which owns every error and edge case."""
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from typing import Any
 
@@ -10,11 +10,9 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call
+from protocol.api_versions import SOFTWARE_NAME_VERSION
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import build, nested, response_schema
-
-# KIP-511: what Kafka accepts as ClientSoftwareName / ClientSoftwareVersion (v3+).
-_SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 @cache  # the table is fixed, and every client's first request (and each formed group's leader, in benchmarks) asks
@@ -31,8 +29,8 @@ def api_versions(ctx: ApiContext, call: Call, body: Any) -> Any:
         return unsupported_version_response()
     cls = response_schema(ApiKey.API_VERSIONS, call.api_version)
     if call.api_version >= 3 and not (
-        _SOFTWARE_NAME_VERSION.fullmatch(body.client_software_name)
-        and _SOFTWARE_NAME_VERSION.fullmatch(body.client_software_version)
+        SOFTWARE_NAME_VERSION.fullmatch(body.client_software_name)
+        and SOFTWARE_NAME_VERSION.fullmatch(body.client_software_version)
     ):
         # Kafka answers INVALID_REQUEST with no api keys (ApiVersionsRequest.isValid / getErrorResponse).
         return build(cls, error_code=ErrorCode.invalid_request, api_keys=(), throttle_time=NO_THROTTLE)

@@ -44,6 +44,7 @@ from broker.coordinator.client import Client
 from broker.server.faults import CLOSE, DELAY, SWALLOW, FaultRule
 from broker.server.quotas import Slot
 from broker.timing.deferred import Deferred
+from protocol.api_versions import decode_api_versions, encode_api_versions_answer
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_name
 from protocol.codec import Request, decode_request, encode_response, peek_client_id
 from protocol.consumer_heartbeat import decode_steady, encode_steady_answer
@@ -68,6 +69,7 @@ _REMEMBERED_HEARTBEATS = 64
 # correlation id, the one part that changes from one beat of a member to the next.
 _KnownHeartbeat = tuple[int, bytes, str, int, str, str | None]
 _CONSUMER_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
 _CONSUMER_HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.CONSUMER_GROUP_HEARTBEAT][1]
 
 
@@ -242,6 +244,16 @@ class Connection(asyncio.Protocol):
                                 steady_beats += 1
                                 steady_version = version
                                 continue
+                elif len(frame) > 1 and frame[1] == _API_VERSIONS and frame[0] == 0 and not armed:
+                    # Every client's first request, answered without kio (protocol/api_versions.py): it is what
+                    # `serve` answers first, before kio's readers and writers are imported.
+                    versions = decode_api_versions(frame)
+                    if versions is not None and (
+                        versions[2] == self._client_id_raw or self._learn_client_id(versions[2])
+                    ):
+                        out.append(encode_api_versions_answer(versions[0], versions[1]))
+                        answered.append((_API_VERSIONS, versions[0]))
+                        continue
                 done = self._handle(frame, started)
                 if done is not None:
                     answered.append(done)

@@ -72,6 +72,9 @@ HEAVY = (
 )
 # The state the broker builds after its first answer (broker/server/broker.py, STATE_MODULES).
 DEFERRED = (
+    # kio's schemas, readers and writers: the first ApiVersions is answered by hand (protocol/api_versions.py).
+    "kio.index",
+    "kio.serial",
     "broker.coordinator.coordinator",
     "broker.server.catalog",
     "broker.storage.delayed_fetch",
