@@ -237,7 +237,8 @@ class ControlApi:
     async def readyz(self, request: web.Request) -> web.Response:
         if self.server.ready and self.server.coordinator.active:
             return _json({"status": "ready"})
-        return _json({"status": "stopping" if self.server.port else "starting"}, 503)
+        # The control port accepts before the state is built (broker/server/control_listener.py): "starting".
+        return _json({"status": "stopping" if self.server.stopping else "starting"}, 503)
 
     async def prometheus(self, request: web.Request) -> web.Response:
         if self.metrics is None:

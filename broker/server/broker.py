@@ -167,7 +167,8 @@ class BrokerServer:
         self._timer: LoopTimer | None = None
         self.api: ApiContext
         self.port = 0
-        self.ready = False
+        self.ready = False  # /readyz: every API answered (the state is built), until stop begins
+        self.stopping = False
         self.control: ControlListener | None = None  # the control API, when it runs
         self._loaded = False
         self._loader: threading.Thread | None = None
@@ -431,6 +432,7 @@ class BrokerServer:
     async def stop(self) -> None:
         """Stop listening, answer every parked request as Kafka does on unload, then hang up."""
         self.ready = False
+        self.stopping = True
         for server in self._servers:
             server.close()
         self.coordinator.shutdown()

@@ -81,11 +81,11 @@ DEFERRED = (
     "broker.transactions.coordinator",
     "broker.control.app",
 )
-# Ceilings with a margin over what loads today (290 modules, 42 of them ours, Python 3.11; some 465 and 104 before issue
-# 17): a change that pulls a package onto the start-up path fails here, and either moves it off or raises the
-# ceiling knowingly.
-MAX_MODULES = 310
-MAX_OWN_MODULES = 46
+# Ceilings with a margin over what loads today (260 modules, 44 of them ours, Python 3.11; some 465 and 104 before issue
+# 17, 290 and 42 before ApiVersions was answered by hand): a change that pulls a package onto the start-up path fails
+# here, and either moves it off or raises the ceiling knowingly.
+MAX_MODULES = 275
+MAX_OWN_MODULES = 48
 
 
 @pytest.fixture(scope="module")

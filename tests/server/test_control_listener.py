@@ -211,12 +211,15 @@ async def test_the_control_port_accepts_before_the_state_is_built(held_state: th
             await asyncio.sleep(0.001)
         assert not server.ready
         reader, writer = await asyncio.open_connection("127.0.0.1", server.control.port)
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        assert await _answers(reader) == [b"200"]
-        writer.close()
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = await asyncio.wait_for(reader.readuntil(b'{"status": "starting"}'), 10)
+        assert re.findall(rb"HTTP/1\.1 (\d{3}) ", data) == [b"200", b"503"]
         held_state.set()
         await starting
         assert server.ready
+        writer.write(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert await _answers(reader) == [b"200"]
+        writer.close()
     finally:
         held_state.set()
         if not starting.done():
