@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from broker.coordinator import consumer_protocol
 from broker.coordinator.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
@@ -389,3 +390,23 @@ def test_librdkafka_assignments() -> None:
     assert decode_assignment(raw) == Assignment(0, (("topic", (2, 3)), ("other", (0, 1))), b"")
     assert encode_assignment(decode_assignment(raw)) == raw
     assert decode_assignment(bytes.fromhex(RDKAFKA_EMPTY_ASSIGNMENT)) == Assignment(0, (), b"")
+
+
+def test_equal_subscription_bytes_share_one_decoded_subscription() -> None:
+    """A group's members mostly subscribe alike: each distinct subscription is decoded once (issue 17)."""
+    raw = encode_subscription(at_version(3))
+    first = decode_subscription(raw)
+    assert decode_subscription(bytes(bytearray(raw))) is first  # an equal copy, as another member sends it
+    assert decode_subscription(bytearray(raw)) is first
+    assert first == at_version(3)
+
+
+def test_the_decoded_subscriptions_stay_bounded_and_errors_are_not_kept() -> None:
+    for n in range(consumer_protocol._DECODED_MAX + 10):
+        decode_subscription(encode_subscription(Subscription(0, (f"topic-{n}",), None)))
+    assert len(consumer_protocol._DECODED) <= consumer_protocol._DECODED_MAX
+    bad = b"\x00\x00\x00\x00\x00\x09"  # claims 9 topics, has none
+    for _ in range(2):
+        with pytest.raises(ConsumerProtocolError):
+            decode_subscription(bad)
+    assert bad not in consumer_protocol._DECODED
