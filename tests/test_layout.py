@@ -23,6 +23,7 @@ MAX_LINES = 600
 RANKS: dict[str, int] = {
     "broker": 0,  # broker/__init__.py: the version, nothing else
     "protocol": 0,
+    "broker.log": 0,  # loggers that import structlog at their first call (serve's start-up path)
     "broker.timing": 1,
     "broker.re2_pattern": 1,  # RE2 loaded on first use, for KIP-848 subscriptions and ListTransactions v2
     "broker.events": 2,

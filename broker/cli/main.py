@@ -14,6 +14,7 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # collector would walk them all again and again): turned back on once the broker is up (_serve).
         gc.disable()
         _import_kio_without_hypothesis()
-        _import_without("rich", "structlog")
     parser = build_parser(arguments)
     args, unknown = parser.parse_known_args(arguments)
     if unknown and getattr(args, "_handler", None) != "run_unavailable":  # that one says why it cannot run instead
@@ -260,14 +260,23 @@ def _import_without(hidden: str, module: str) -> None:
 def serve_forever(config: settings.Settings) -> int:
     import asyncio
 
-    from broker.config import logs
+    from broker import log
 
-    logs.configure(config.log_level, config.log_format)
+    # structlog loads (with rich hidden) and is configured by the broker's loading thread once the Kafka listener
+    # answers, or by the first line logged before that (broker/log.py): nothing is logged on the way to it.
+    log.set_up_with(partial(_set_up_logs, config.log_level, config.log_format))
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency; this keeps odd platforms working
         return asyncio.run(_serve(config))
     return uvloop.run(_serve(config))
+
+
+def _set_up_logs(level: str, fmt: str) -> None:
+    _import_without("rich", "structlog")
+    from broker.config import logs
+
+    logs.configure(level, fmt)
 
 
 async def _serve(config: settings.Settings) -> int:

@@ -13,12 +13,14 @@ import logging
 import logging.handlers
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
-
-import structlog
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.events.names import FORMAT_VERSION
+from broker.log import get_logger
 from broker.timing.clock import Clock
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
 
 Record = dict[str, Any]
 Subscriber = Callable[[Record], None]
@@ -36,8 +38,8 @@ class GroupEvents(Protocol):
 class LoggedEvents:
     """Events as structlog lines only: what a coordinator without a hub (unit tests) emits into."""
 
-    def __init__(self, log: structlog.typing.FilteringBoundLogger | None = None) -> None:
-        self.log = log or structlog.get_logger("coordinator")
+    def __init__(self, log: FilteringBoundLogger | None = None) -> None:
+        self.log = log or get_logger("coordinator")
         self.wants_debug = True
 
     def emit(self, event: str, group_id: str, fields: dict[str, Any], *, debug: bool = False) -> None:
@@ -72,7 +74,7 @@ class EventHub:
         buffer_total: int = 10_000,
         debug: bool = False,
         file: EventFile | None = None,
-        log: structlog.typing.FilteringBoundLogger | None = None,
+        log: FilteringBoundLogger | None = None,
     ) -> None:
         self.clock = clock
         self.run_id = uuid.uuid4().hex[:12]
@@ -80,7 +82,7 @@ class EventHub:
         self.ring_size = ring_size
         self.buffer_total = buffer_total
         self.file = file
-        self.log = log or structlog.get_logger("events")
+        self.log = log or get_logger("events")  # structlog, imported at the first event
         self.seq = 0
         self.rings: dict[str, collections.deque[Record]] = {}
         # (seq, group) of buffered records, oldest first: a budget across all rings keeps memory bounded however

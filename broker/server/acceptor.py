@@ -13,11 +13,10 @@ import contextlib
 import socket
 from collections.abc import Callable
 
-import structlog
-
+from broker.log import get_logger
 from broker.server.quotas import ConnectionQuotas, Slot, normalized
 
-log = structlog.get_logger("server")
+log = get_logger("server")  # structlog, imported at the first call (broker/log.py)
 
 # asyncio's create_server default; Kafka's socket.listen.backlog.size is 50.
 BACKLOG = 100

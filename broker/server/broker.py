@@ -17,12 +17,12 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, cast
 
-import structlog
-
 from broker.api.base import ApiContext, BrokerIdentity
 from broker.api.dispatch import HANDLERS, ROUTES
 from broker.config.settings import Endpoint, Settings
 from broker.events.hub import EventFile, EventHub
+from broker.log import get_logger
+from broker.log import set_up as set_up_logging
 from broker.server.acceptor import Acceptor, bind
 from broker.server.connection import Connection
 from broker.server.control_listener import ControlListener
@@ -59,7 +59,7 @@ STATE_MODULES = (
 # switch interval): the first ApiVersions answer takes a few hand-overs of the GIL.
 _LOADING_SWITCH_INTERVAL = 0.001
 
-log = structlog.get_logger("server")
+log = get_logger("server")  # structlog, imported at the first call (broker/log.py)
 
 _TRIM_AFTER_CLOSES = 1_000  # connections closed since the last trim that make a burst (``connection_closed``)
 _TRIM_DELAY_MS = 1_000  # the trim waits this long after the burst's last counted close, for the rest of it
@@ -164,6 +164,7 @@ class BrokerServer:
         )
         self._servers: list[Acceptor] = []  # one per listener
         self.listeners: list[Listener] = []
+        self._listening: list[dict[str, Any]] = []  # each listener's "broker listening" line, logged once up
         self._timer: LoopTimer | None = None
         self.api: ApiContext
         self.port = 0
@@ -261,6 +262,7 @@ class BrokerServer:
 
         def work() -> None:
             try:
+                set_up_logging()  # structlog, loaded and configured here rather than before the first answer
                 for name in STATE_MODULES:
                     importlib.import_module(name)
             except BaseException as error:  # re-raised on the loop by finish_loading
@@ -309,6 +311,10 @@ class BrokerServer:
                 raise
         self.transactions.start()  # the timeout and id-expiration scans (transactions spec section 3.9)
         self.ready = True
+        for fields in self._listening:
+            log.info("broker listening", **fields)
+        if self.control is not None:
+            self.control.announce()
 
     async def _listen(self, endpoint: Endpoint) -> None:
         listener = Listener(endpoint.name)
@@ -338,15 +344,17 @@ class BrokerServer:
             return Connection(self, listener.api, slot)
 
         acceptor.start(connection)
-        log.info(
-            "broker listening",
-            listener=endpoint.name,
-            host=endpoint.host,
-            port=listener.port,
-            advertised=f"{advertised_host}:{advertised_port}",
-            node_id=self.settings.node_id,
-            cluster_id=self.settings.cluster_id,
-            initial_rebalance_delay_ms=self.settings.group.initial_rebalance_delay_ms,
+        # Said once the broker is up (start): logging is not loaded before the first answer (broker/log.py).
+        self._listening.append(
+            {
+                "listener": endpoint.name,
+                "host": endpoint.host,
+                "port": listener.port,
+                "advertised": f"{advertised_host}:{advertised_port}",
+                "node_id": self.settings.node_id,
+                "cluster_id": self.settings.cluster_id,
+                "initial_rebalance_delay_ms": self.settings.group.initial_rebalance_delay_ms,
+            }
         )
 
     async def _close_listeners(self) -> None:

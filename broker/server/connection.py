@@ -33,7 +33,6 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
 
-import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.api.api_versions import unsupported_version_response
@@ -41,6 +40,7 @@ from broker.api.base import NO_RESPONSE, ApiContext, Call, CloseConnection, Inva
 from broker.api.dispatch import HANDLERS
 from broker.api.fault_answers import error_response, request_identity, request_transactional_id
 from broker.coordinator.client import Client
+from broker.log import get_logger
 from broker.server.faults import CLOSE, DELAY, SWALLOW, FaultRule
 from broker.server.quotas import Slot
 from broker.timing.deferred import Deferred
@@ -55,7 +55,7 @@ from protocol.heartbeat import decode_heartbeat, encode_heartbeat_response
 if TYPE_CHECKING:
     from broker.server.broker import BrokerServer
 
-log = structlog.get_logger("server")
+log = get_logger("server")  # structlog, imported at the first call (broker/log.py)
 
 # Stop reading from a client that has this many requests queued behind a parked one; read again at half.
 _MAX_QUEUED_REQUESTS = 256

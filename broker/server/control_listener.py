@@ -14,16 +14,15 @@ import asyncio
 import importlib
 from typing import TYPE_CHECKING, Any, cast
 
-import structlog
-
 from broker.config.settings import host_port, reachable_host
+from broker.log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from broker.server.broker import BrokerServer
 
-log = structlog.get_logger("control")
+log = get_logger("control")  # structlog, imported at the first call (broker/log.py)
 
 _APP_MODULE = "broker.control.app"  # imported by name: the server layer never imports the control layer
 # What a connection may send before the API is loaded, kept in memory; past it, its reading pauses.
@@ -54,6 +53,10 @@ class ControlListener:
         except OSError as error:
             raise OSError(error.errno, f"control API cannot listen on {host}:{port}: {error.strerror}") from error
         self.host, self.port = self._listening.sockets[0].getsockname()[:2]
+
+    def announce(self) -> None:
+        """The "control api listening" line: the broker says it once it is up (logging loads after the first
+        Kafka answer, broker/log.py); the port accepts from ``start`` on."""
         url = f"http://{host_port(reachable_host(self.host), self.port)}"
         log.info("control api listening", host=self.host, port=self.port, url=url)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-import structlog
+from broker.log import get_logger
 
-log = structlog.get_logger("timing")
+log = get_logger("timing")  # structlog, imported at the first call (broker/log.py)
 
 T = TypeVar("T")
 U = TypeVar("U")

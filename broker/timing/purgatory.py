@@ -24,11 +24,10 @@ import heapq
 import itertools
 from collections.abc import Callable, Hashable, KeysView
 
-import structlog
-
+from broker.log import get_logger
 from broker.timing.clock import Clock
 
-log = structlog.get_logger("timing")
+log = get_logger("timing")  # structlog, imported at the first call (broker/log.py)
 
 
 class KeyedAction:
