@@ -298,11 +298,25 @@ async def _serve(config: settings.Settings) -> int:
     finally:
         # What start-up loaded (modules, the state) lives as long as the process: frozen, later collections skip it.
         gc.freeze()
+        _collect_old_objects_rarely()
         gc.enable()
         _trim_heap()
     await stop.wait()
     await server.stop()
     return 0
+
+
+# Full collections only after this many collections of the middle generation (CPython's default: 10).
+OLD_GENERATION_THRESHOLD = 100
+
+
+def _collect_old_objects_rarely() -> None:
+    """Members, their deadlines and their groups live long and hold no reference cycles (a group formed, left and
+    deleted leaves no cyclic garbage), yet every full collection walks them all: forming 30,000 members spent 0.9 s
+    of 7.6 s of CPU in 12 full collections, 0.07 s with this threshold (issue 17). Young objects are collected as
+    often as before; cyclic garbage that reaches the old generation waits longer."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, OLD_GENERATION_THRESHOLD)
 
 
 def _trim_heap() -> None:
