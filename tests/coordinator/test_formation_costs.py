@@ -1,16 +1,18 @@
-"""What `group-broker serve`'s garbage-collection setting rests on (broker/cli/main.py, _collect_old_objects_rarely):
-the coordinator's long-lived objects hold no reference cycles, so a group formed, left and deleted is freed by
-reference counting alone and full collections can be rare (issue 17: forming 100,000 members)."""
+"""Formation costs (issue 17): member ids, and what `group-broker serve`'s garbage-collection setting rests on
+(broker/cli/main.py, _collect_old_objects_rarely): the coordinator's long-lived objects hold no reference cycles,
+so a group formed, left and deleted is freed by reference counting alone and full collections can be rare."""
 
 from __future__ import annotations
 
 import gc
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from broker.coordinator.coordinator import random_uuid
 from broker.coordinator.messages import LeavingMember
 from tests.coordinator.test_memory_per_member import Formation
 
@@ -47,3 +49,11 @@ def test_serve_collects_the_old_generation_rarely() -> None:
     probe = "import gc, broker.cli.main as m; m._collect_old_objects_rarely(); print(gc.get_threshold())"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == f"({gc.get_threshold()[0]}, {gc.get_threshold()[1]}, 100)"
+
+
+def test_random_member_uuids_are_version_4_uuid_strings() -> None:
+    seen = {random_uuid() for _ in range(1_000)}
+    assert len(seen) == 1_000
+    for text in list(seen)[:50]:
+        parsed = uuid.UUID(text)
+        assert (str(parsed), parsed.version, parsed.variant) == (text, 4, uuid.RFC_4122)
