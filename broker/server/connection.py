@@ -82,6 +82,7 @@ class Connection(asyncio.Protocol):
         self._high_water = server.settings.socket_send_buffer_high_bytes
         self._queue: collections.deque[bytes] = collections.deque()
         self._transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_running_loop()  # kept: get_running_loop checks the process id, a system call
         self._busy = False  # a parked or delayed request holds the queue
         self._writing_paused = False  # the transport holds more than the high-water mark (pause_writing)
         self._reading_paused = False
@@ -174,7 +175,7 @@ class Connection(asyncio.Protocol):
         # A fresh loop turn: the callers run inside the coordinator or the transport, neither of which to re-enter.
         if not self._drain_scheduled and not self._closed:
             self._drain_scheduled = True
-            asyncio.get_running_loop().call_soon(self._drain)
+            self._loop.call_soon(self._drain)
 
     # -- the loop over queued requests -----------------------------------------------------------------------
 
@@ -479,7 +480,7 @@ class Connection(asyncio.Protocol):
         self._queue.appendleft(frame)
         self._released = frame
         self._busy = True
-        asyncio.get_running_loop().call_later(rule.delay_ms / 1000, self._end_delay)
+        self._loop.call_later(rule.delay_ms / 1000, self._end_delay)
 
     def _end_delay(self) -> None:
         self._busy = False
