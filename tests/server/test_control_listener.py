@@ -225,3 +225,25 @@ async def test_the_control_port_accepts_before_the_state_is_built(held_state: th
         if not starting.done():
             await starting
         await server.stop()
+
+
+async def test_a_large_request_sent_before_the_api_loads_is_read_to_the_end(server: BrokerServer) -> None:
+    """Past _HELD_BYTES the waiting connection stops reading; handed over, aiohttp reads the rest and answers
+    (the whole body read, it is no JSON: 400)."""
+    body = b"x" * (listener_module._HELD_BYTES * 3)
+    reader, writer = await asyncio.open_connection("127.0.0.1", _port(server))
+    head = f"POST /v1/faults HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    writer.write(head.encode() + b"Connection: close\r\n\r\n")
+    sending = asyncio.ensure_future(_send_all(writer, body))
+    assert await _answers(reader) == [b"400"]
+    assert sending.done()  # every byte went out: the server read them all
+    sending.cancel()
+    writer.close()
+
+
+async def _send_all(writer: asyncio.StreamWriter, data: bytes) -> None:
+    try:
+        writer.write(data)
+        await writer.drain()
+    except ConnectionError:
+        pass  # the server may answer and close before it has read everything
