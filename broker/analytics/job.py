@@ -33,11 +33,17 @@ from broker.analytics.session import (
     shuffle_partitions_for,
     under_spark_submit,
 )
-from broker.analytics.tables import build
+from broker.analytics.tables import build, sequence_events
 from broker.analytics.tables.members import members_output
 from broker.analytics.tables.ownership import ownership_output
 from broker.analytics.tables.summary import summary_table
 from broker.events.names import FORMAT_VERSION
+
+#: Catalyst's constraint propagation (what each operator's output is known to satisfy, used to prune and infer
+#: filters) grows with every alias of every condition above it: over ``read.classify``'s kind expression and the
+#: windows' columns, PruneFilters alone took 10 s to optimise the events' plan, for any input size (issue 17). The
+#: job's filters are all explicit; nothing it needs comes from inferred ones.
+CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
 
 
 @dataclass
@@ -92,28 +98,37 @@ def _analyse(
         shuffle_partitions = shuffle_partitions_for(total, spark.sparkContext.defaultParallelism)
     if shuffle_partitions is not None:
         spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    if CONSTRAINTS not in conf:
+        spark.conf.set(CONSTRAINTS, "false")
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
     say(f"reading {len(files)} file(s), {total / 1024 / 1024:.1f} MiB ({partitions} shuffle partitions)")
     result = Result(out=out, shuffle_partitions=partitions)
 
+    # One pass over the input (issue 17): the lines are parsed, counted by kind (observed) and the parsed ones
+    # shuffled into their (group, run) order in the same stage; nothing of the parsed input is cached.
     classified = read.classify(read.read_lines(spark, [f.path for f in files]))
-    classified.persist(StorageLevel.MEMORY_AND_DISK)
-    counts = {row[read.KIND]: int(row["count"]) for row in classified.groupBy(read.KIND).count().collect()}
-    say(f"{sum(counts.values())} lines, {counts.get(read.OK, 0)} parsed")
+    kinds = Observation("kinds")
     say("ordering the events by group and run")
-    built = build(classified)
-    events = built.events.events.persist(StorageLevel.MEMORY_AND_DISK)
-    kept = events.count()
+    sequenced = sequence_events(classified.observe(kinds, *read.kind_counts()))
+    kept_rows = Observation("events")
+    events = _materialise(sequenced.events.observe(kept_rows, F.count(F.lit(1)).alias("rows")))
+    observed, kept_observed = _observed(kinds), _observed(kept_rows)
+    if observed is None:  # no parsed line: the shuffle was empty and AQE dropped the plan that observed it
+        observed = {row[read.KIND]: row["count"] for row in classified.groupBy(read.KIND).count().collect()}
+    counts = {kind: int(count) for kind, count in observed.items()}
+    lines = sum(counts.values())
+    kept = int(kept_observed["rows"]) if kept_observed is not None else events.count()
+    say(f"{lines} lines, {counts.get(read.OK, 0)} parsed")
     duplicates = counts.get(read.OK, 0) - kept
     counts[read.OK] = kept
     if duplicates:
         counts["duplicate"] = duplicates
 
-    bad = classified.where(F.col(read.KIND) != read.OK).select(read.KIND, "file", "block", "rid", "text")
-    if duplicates:
-        bad = bad.unionByName(built.events.duplicates)
     found: dict[str, list[str]] = {}
-    if kept != sum(counts.values()):
+    if kept != lines:  # rare: a second pass over the input, for the first examples of each kind
+        bad = classified.where(F.col(read.KIND) != read.OK).select(read.KIND, "file", "block", "rid", "text")
+        if duplicates:
+            bad = bad.unionByName(sequenced.duplicates)
         offsets = read.block_offsets(classified)
         found = {row["kind"]: list(row["examples"]) for row in read.examples(bad, offsets).collect()}
     report = read.input_report(counts, found)
@@ -122,6 +137,7 @@ def _analyse(
         if kind not in ("lines", read.OK) and count:
             say(f"  {count} {kind} line(s), e.g. {examples[0] if examples else '-'}")
 
+    built = build(events)
     members = built.members.persist(StorageLevel.MEMORY_AND_DISK)
     ownership = built.ownership
     ownership.intervals = ownership.intervals.persist(StorageLevel.MEMORY_AND_DISK)
@@ -135,8 +151,6 @@ def _analyse(
     for name in ("input", "members", "ownership", "rebalances"):
         say(f"writing {name}")
         result.rows[name] = _write(outputs[name], _join(out, name))
-    classified.unpersist()
-    events.unpersist()
     members.unpersist()
     ownership.intervals.unpersist()
     ownership.consumer.unpersist()
@@ -152,6 +166,25 @@ def _analyse(
     for name in TABLES:
         say(f"  {name}: {result.rows[name]} rows")
     return result
+
+
+def _observed(observation: Observation) -> dict[str, Any] | None:
+    """An observation's metrics, or None when the action ran without the observed operator: adaptive execution
+    replaces a plan under an empty shuffle with an empty relation, and that plan's metrics with none."""
+    try:
+        return dict(observation.get)
+    except Exception:  # pyspark fails to convert the empty row it is left with
+        return None
+
+
+def _materialise(frame: DataFrame) -> DataFrame:
+    """``frame`` computed once and kept (memory, then disk), as a plan of its own.
+
+    A local checkpoint cuts the lineage: every table built on the events starts from this leaf, so planning them
+    no longer re-analyses the parsing and the windows behind it (seconds per table, issue 17), and the leaf keeps
+    the (group, run) partitioning and order the windows left, so windows over the same keys need no new shuffle.
+    """
+    return frame.localCheckpoint(eager=True)
 
 
 def _write(frame: DataFrame, path: str) -> int:

@@ -17,24 +17,24 @@ from broker.analytics.tables.members import members_table
 from broker.analytics.tables.ownership import Ownership, ownership_table
 from broker.analytics.tables.rebalances import episodes, rebalances_table
 
+__all__ = ["Events", "Tables", "build", "sequence_events"]
+
 
 @dataclass
 class Tables:
-    events: Events
     members: DataFrame
     ownership: Ownership
     rebalances: DataFrame
 
 
-def build(classified: DataFrame) -> Tables:
-    """The tables from the classified lines (``read.classify``); nothing is computed until written or collected.
+def build(events: DataFrame) -> Tables:
+    """The tables from the ordered events (``sequence_events``); nothing is computed until written or collected.
 
-    The summary is left out: ``summary_table`` is best built on the rebalances as written (a short plan to
-    analyse) than on the whole lineage.
+    ``events`` is best a materialised copy (the job checkpoints it): every table reads it several times, and a
+    plan that starts from it is short to analyse. The summary is left out: ``summary_table`` is best built on the
+    rebalances as written (a short plan to analyse) than on the whole lineage.
     """
-    sequenced = sequence_events(classified)
-    events = sequenced.events
     members = members_table(events)
     ownership = ownership_table(events, members)
     rebalances = rebalances_table(episodes(events), ownership)
-    return Tables(sequenced, members, ownership, rebalances)
+    return Tables(members, ownership, rebalances)

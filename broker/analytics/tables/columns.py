@@ -26,3 +26,19 @@ def size_or_null(column: str) -> Column:
 def typed(frame: DataFrame, schema: StructType) -> DataFrame:
     """``frame`` as a table is written: ``schema``'s columns, in its order, cast to its types."""
     return frame.select(*(F.col(f.name).cast(f.dataType.simpleString()).alias(f.name) for f in schema.fields))
+
+
+def partition_pairs(topics: Column) -> Column:
+    """A ``topic -> partitions`` map as an array of (``topic``, ``partition``) structs; empty for null (a null
+    map or partition list has no partition, as ``explode`` would give none)."""
+    no_topics = F.create_map().cast("map<string,array<int>>")
+    no_partitions = F.array().cast("array<int>")
+    return F.flatten(
+        F.transform(
+            F.map_entries(F.coalesce(topics, no_topics)),
+            lambda entry: F.transform(
+                F.coalesce(entry["value"], no_partitions),
+                lambda partition: F.struct(entry["key"].alias("topic"), partition.alias("partition")),
+            ),
+        )
+    )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from broker.analytics.tables.columns import GROUP_RUN, is_event
+from broker.analytics.tables.columns import GROUP_RUN, is_event, partition_pairs
 from broker.events.names import MEMBER_JOINED, MEMBER_RECONCILED, TARGET_ASSIGNMENT_COMPUTED
 
 #: member_reconciled's ``state`` for a member asked to revoke partitions (section 3.3, UNREVOKED_PARTITIONS).
@@ -39,16 +39,20 @@ def consumer_ownership(events: DataFrame, members: DataFrame) -> DataFrame:
         ),
     ).where(is_event(MEMBER_RECONCILED))
     membership = Window.partitionBy(*GROUP_RUN, "member_id", "join_seq").orderBy("seq")
-    rows = rows.withColumn("rec_no", F.row_number().over(membership)).withColumn(
-        "next_rec", F.lead(F.struct(F.col("seq"), F.col("ts_ms").alias("ts"), F.col("ep"))).over(membership)
+    rows = rows.select(  # one Window operator for both
+        "*",
+        F.row_number().over(membership).alias("rec_no"),
+        F.lead(F.struct(F.col("seq"), F.col("ts_ms").alias("ts"), F.col("ep"))).over(membership).alias("next_rec"),
     )
     keep = [*GROUP_RUN, "member_id", "join_seq", "rec_no", "seq", "ts_ms", "ep", "last_ep", "member_epoch"]
     keep += ["next_rec", "next_gend"]
-    owned = (
-        rows.select(*keep, F.explode("assigned").alias("topic", "partitions"))
-        .unionByName(rows.select(*keep, F.explode("pending_revocation").alias("topic", "partitions")))
-        .select(*keep, "topic", F.explode("partitions").alias("partition"))
-        .dropDuplicates([*GROUP_RUN, "member_id", "seq", "topic", "partition"])
+    # A partition pending revocation is still owned; one listed in both counts once. (run_id, seq) is one event,
+    # so the duplicates are within a row: no shuffle to drop them.
+    listed = F.array_distinct(
+        F.concat(partition_pairs(F.col("assigned")), partition_pairs(F.col("pending_revocation")))
+    )
+    owned = rows.select(*keep, F.explode(listed).alias("tp")).select(
+        *keep, F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition")
     )
     # Gaps and islands: consecutive reconciliations of one membership that list the partition are one interval.
     per_partition = Window.partitionBy(*GROUP_RUN, "member_id", "join_seq", "topic", "partition").orderBy("rec_no")

@@ -151,9 +151,9 @@ def sequence_events(classified: DataFrame) -> Events:
         is_consumer().alias("consumer"),
         # Consumer groups: the last group epoch bumped and the last target computed (its epoch and members), for
         # the Stable that the broker does not report because the state never left it (the module's docstring).
-        F.last(F.when(is_event(GROUP_EPOCH_BUMPED), F.col("group_epoch")), ignorenulls=True).over(upto).alias(
-            "last_bump"
-        ),
+        F.last(F.when(is_event(GROUP_EPOCH_BUMPED), F.col("group_epoch")), ignorenulls=True)
+        .over(upto)
+        .alias("last_bump"),
         F.last(
             F.when(is_event(TARGET_ASSIGNMENT_COMPUTED), F.struct("assignment_epoch", "members_n")), ignorenulls=True
         )
@@ -200,9 +200,9 @@ def sequence_events(classified: DataFrame) -> Events:
         F.coalesce(F.sum(as_int(F.col("gend_kind").isNotNull())).over(before), F.lit(0)).alias("inc"),
         F.sum(as_int(F.col("is_sync"))).over(upto).alias("sync_no"),
         F.last(F.when(F.col("is_sync"), F.col("seq")), ignorenulls=True).over(upto).alias("last_sync_seq"),
-        F.last(F.when(F.col("gend_kind").isNotNull(), F.col("seq")), ignorenulls=True).over(upto).alias(
-            "last_gend_seq"
-        ),
+        F.last(F.when(F.col("gend_kind").isNotNull(), F.col("seq")), ignorenulls=True)
+        .over(upto)
+        .alias("last_gend_seq"),
     )
     ep_start = F.col("is_start") & ~F.col("in_before")
     kept += ["inc", "sync_no"]
@@ -223,9 +223,7 @@ def sequence_events(classified: DataFrame) -> Events:
 
     def next_where(condition: Column, kind: Column) -> Column:
         point = F.struct(F.col("seq"), F.col("ts_ms").alias("ts"), F.col("ep"), kind.alias("kind"))
-        return F.last(F.when(condition, point), ignorenulls=True).over(
-            after.rowsBetween(Window.unboundedPreceding, -1)
-        )
+        return F.last(F.when(condition, point), ignorenulls=True).over(after.rowsBetween(Window.unboundedPreceding, -1))
 
     events = events.select(
         "*",

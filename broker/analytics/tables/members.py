@@ -89,8 +89,11 @@ def members_table(events: DataFrame) -> DataFrame:
         "client_id",
         "group_instance_id",
     )
-    rows = rows.withColumn("following", F.lead(F.struct(F.col("role"), own_end.alias("e"))).over(by_member))
-    rows = rows.withColumn("preceding_role", F.lag("role").over(by_member))
+    rows = rows.select(  # one Window operator for both
+        "*",
+        F.lead(F.struct(F.col("role"), own_end.alias("e"))).over(by_member).alias("following"),
+        F.lag("role").over(by_member).alias("preceding_role"),
+    )
     # A start's own end is the member's next row when that is an end; the group's end comes first if earlier.
     start_end = F.when(F.col("following.role") == "end", F.col("following.e"))
     group_end = F.struct(
@@ -148,13 +151,13 @@ def members_table(events: DataFrame) -> DataFrame:
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
     earlier = lineage.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    static = (
-        static.withColumn(
-            "gone", F.last(F.when(F.col("end") != "fenced", F.col("own_end")), ignorenulls=True).over(later)
-        )
-        .withColumn("client_host", F.last("client_host", ignorenulls=True).over(earlier))
-        .withColumn("session_timeout_ms", F.last("session_timeout_ms", ignorenulls=True).over(earlier))
+    inherited = ("client_host", "session_timeout_ms")
+    static = static.select(
+        *(c for c in static.columns if c not in inherited),
+        *(F.last(c, ignorenulls=True).over(earlier).alias(c) for c in inherited),  # one Window operator for both
     )
+    gone = F.last(F.when(F.col("end") != "fenced", F.col("own_end")), ignorenulls=True).over(later)
+    static = static.select("*", gone.alias("gone"))
     dynamic = intervals.where(F.col("group_instance_id").isNull() | F.col("consumer")).withColumn(
         "gone", F.col("own_end")
     )

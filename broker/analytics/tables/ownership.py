@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from broker.analytics.schema import OWNERSHIP
-from broker.analytics.tables.columns import GROUP_RUN, as_int, typed
+from broker.analytics.tables.columns import GROUP_RUN, as_int, partition_pairs, typed
 from broker.analytics.tables.consumer import consumer_ownership
 
 
@@ -54,11 +54,6 @@ def ownership_table(events: DataFrame, members: DataFrame) -> Ownership:
     )
     by_partition = Window.partitionBy(*GROUP_RUN, "topic", "partition").orderBy("sync_no", "member_id")
     previous = F.lag(F.struct("sync_no", "member_id", "rebalance_protocol", "inc")).over(by_partition)
-    owned = owned.withColumn("prev", previous)
-    first_in_sync = F.col("prev").isNull() | (F.col("prev.sync_no") != F.col("sync_no"))
-    in_previous_sync = (
-        first_in_sync & (F.col("prev.sync_no") == F.col("sync_no") - 1) & (F.col("prev.inc") == F.col("inc"))
-    )
     continues = (
         (F.col("rebalance_protocol") == "cooperative")
         & (F.col("prev.rebalance_protocol") == "cooperative")
@@ -66,19 +61,13 @@ def ownership_table(events: DataFrame, members: DataFrame) -> Ownership:
         & (F.col("prev.sync_no") == F.col("sync_no") - 1)
         & (F.col("prev.inc") == F.col("inc"))
     )
-    owned = owned.withColumn("first_in_sync", F.coalesce(first_in_sync, F.lit(True))).withColumn(
-        "in_previous_sync", F.coalesce(in_previous_sync, F.lit(False))
+    owned = owned.select("*", previous.alias("prev")).select(
+        "*",
+        F.sum(as_int(~F.coalesce(continues, F.lit(False))))
+        .over(by_partition.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        .alias("island"),
     )
-    owned = owned.withColumn(
-        "island",
-        F.sum(as_int(~F.coalesce(continues, F.lit(False)))).over(
-            by_partition.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        ),
-    )
-    per_sync = owned.groupBy(*GROUP_RUN, "sync_no").agg(
-        F.sum(as_int(F.col("first_in_sync"))).alias("owned"),
-        F.sum(as_int(F.col("in_previous_sync"))).alias("kept"),
-    )
+    per_sync = _per_sync(syncs)
     first = F.struct(
         "sync_no",
         "seq",
@@ -156,6 +145,34 @@ def ownership_table(events: DataFrame, members: DataFrame) -> Ownership:
         "end_point",
     )
     return Ownership(intervals, per_sync, consumer_ownership(events, members))
+
+
+def _partitions(assignments: Column) -> Column:
+    """Every (topic, partition) a sync assigns, each once (a partition given to two members counts once)."""
+    return F.array_distinct(F.flatten(F.transform(F.map_values(assignments), partition_pairs)))
+
+
+def _per_sync(syncs: DataFrame) -> DataFrame:
+    """Per (group, run, sync_no): the partitions it assigns (``owned``) and how many of them the sync before it,
+    in the same incarnation, assigned too (``kept``).
+
+    From the sync events themselves, with array functions and one window over the syncs: not from the exploded
+    (sync, member, partition) rows, which the rebalances would otherwise explode and sort a second time (issue 17).
+    """
+    by_sync = Window.partitionBy(*GROUP_RUN).orderBy("sync_no")
+    rows = syncs.select(*GROUP_RUN, "sync_no", "inc", _partitions(F.col("assignments")).alias("parts"))
+    previous = F.lag(F.struct("sync_no", "inc", "parts")).over(by_sync)
+    rows = rows.select("*", previous.alias("prev"))
+    follows = (F.col("prev.sync_no") == F.col("sync_no") - 1) & (F.col("prev.inc") == F.col("inc"))
+    return rows.select(
+        *GROUP_RUN,
+        "sync_no",
+        F.size("parts").cast("long").alias("owned"),
+        F.when(follows, F.size(F.array_intersect("parts", "prev.parts")))
+        .otherwise(F.lit(0))
+        .cast("long")
+        .alias("kept"),
+    )
 
 
 def ownership_output(ownership: Ownership) -> DataFrame:
