@@ -21,6 +21,7 @@ import struct
 from functools import cache
 
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.varint import encode_uvarint
 
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
 MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]
@@ -73,7 +74,7 @@ def _body(version: int) -> bytes:
         body = b"\x00\x00" + struct.pack(">i", len(keys))
         body += b"".join(_KEY.pack(key, low, high) for key, (low, high) in keys)
         return body + (b"\x00\x00\x00\x00" if version >= 1 else b"")  # ThrottleTimeMs 0
-    body = b"\x00\x00" + _uvarint(len(keys) + 1)
+    body = b"\x00\x00" + encode_uvarint(len(keys) + 1)
     body += b"".join(_KEY.pack(key, low, high) + b"\x00" for key, (low, high) in keys)
     return body + b"\x00\x00\x00\x00" + b"\x00"  # ThrottleTimeMs 0, no tagged fields
 
@@ -82,12 +83,3 @@ def encode_api_versions_answer(version: int, correlation_id: int) -> bytes:
     """The whole frame: size, response header v0, body."""
     body = _body(version)
     return _SIZE_CORRELATION.pack(4 + len(body), correlation_id) + body
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)

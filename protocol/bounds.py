@@ -31,6 +31,7 @@ from functools import cache
 from typing import Any
 
 from protocol.errors import MalformedRequest
+from protocol.varint import encode_uvarint
 
 # Encoded sizes of kio's fixed-width field types.
 _FIXED_SIZES = {
@@ -298,13 +299,13 @@ def _tagged_fields(frame: bytes, pos: int, end: int, edits: list[Edit], known: d
             raise MalformedRequest(f"tagged field {tag} does not fill its {size} bytes")
         if inside:
             value = _edited(frame, pos, value_end, inside)
-            kept.append(_encode_uvarint(tag) + _encode_uvarint(len(value)) + value)
+            kept.append(encode_uvarint(tag) + encode_uvarint(len(value)) + value)
             rewrite = True
         else:
             kept.append(frame[entry:value_end])
         pos = value_end
     if rewrite:
-        edits.append((start, pos, _encode_uvarint(len(kept)) + b"".join(kept)))
+        edits.append((start, pos, encode_uvarint(len(kept)) + b"".join(kept)))
     return pos
 
 
@@ -331,15 +332,6 @@ def _uvarint(frame: bytes, pos: int) -> tuple[int, int]:
             return value, pos
         shift += 7
     raise MalformedRequest("unsigned varint longer than 5 bytes")
-
-
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def check_request(frame: bytes, check: Checker) -> bytes:

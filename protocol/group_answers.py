@@ -20,6 +20,7 @@ from kio.serial.errors import OutOfBoundValue
 
 from protocol.apis import ApiKey
 from protocol.codec import has_field, nested, response_schema
+from protocol.varint import encode_uvarint
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -69,24 +70,13 @@ def _sync_layout(version: int) -> _Layout:
     )
 
 
-def _uvarint(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _string(value: str | None, flexible: bool) -> bytes:
     """A (nullable) string: compact (uvarint length + 1, 0 for null) when flexible, else int16 length (-1)."""
     if value is None:
         return _NO_TAGS if flexible else b"\xff\xff"
     raw = value.encode()
     if flexible:
-        return _uvarint(len(raw) + 1) + raw
+        return encode_uvarint(len(raw) + 1) + raw
     if len(raw) > _MAX_LEGACY_STRING:
         # As kio's writer (and Kafka's: "field is too long to be serialized"): the connection closes with this.
         raise OutOfBoundValue(f"String is too long for legacy string format ({len(raw)} > {_MAX_LEGACY_STRING})")
@@ -94,7 +84,7 @@ def _string(value: str | None, flexible: bool) -> bytes:
 
 
 def _bytes(value: bytes, flexible: bool) -> bytes:
-    return (_uvarint(len(value) + 1) if flexible else _INT32.pack(len(value))) + value
+    return (encode_uvarint(len(value) + 1) if flexible else _INT32.pack(len(value))) + value
 
 
 def join_body(
@@ -119,7 +109,7 @@ def join_body(
     if layout.skip_assignment:
         parts.append(b"\x01" if skip_assignment else b"\x00")
     parts.append(_string(member_id, flexible))
-    parts.append(_uvarint(len(members) + 1) if flexible else _INT32.pack(len(members)))
+    parts.append(encode_uvarint(len(members) + 1) if flexible else _INT32.pack(len(members)))
     for member in members:
         parts.append(_string(member.member_id, flexible))
         if layout.instance_id:

@@ -6,14 +6,17 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+import broker.server.broker as server_module
 from broker.config.settings import Settings
 from broker.coordinator.config import GroupConfig
 from broker.server.broker import BrokerServer
@@ -115,3 +118,18 @@ async def server() -> AsyncIterator[BrokerServer]:
     await broker.start()
     yield broker
     await broker.stop()
+
+
+@pytest.fixture
+def held_imports(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """The background imports of broker/server/broker.py wait until the test releases them."""
+    release = threading.Event()
+    real = server_module.importlib.import_module
+
+    def import_module(name: str) -> Any:
+        assert release.wait(10), "the test never released the imports"
+        return real(name)
+
+    monkeypatch.setattr(server_module, "importlib", SimpleNamespace(import_module=import_module))
+    yield release
+    release.set()

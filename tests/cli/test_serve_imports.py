@@ -10,15 +10,11 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
-import broker.server.broker as server_module
 from broker.api.dispatch import HANDLERS, ROUTES
 from broker.server.broker import STATE_MODULES, BrokerServer
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
@@ -137,21 +133,6 @@ def test_a_pending_state_builds_on_first_use() -> None:
     assert server.coordinator.active  # built here
     assert server.topics.get("topic") is not None
     assert type(server.coordinator).__name__ == "GroupCoordinator"
-
-
-@pytest.fixture
-def held_imports(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """The background imports of broker/server/broker.py wait until the test releases them."""
-    release = threading.Event()
-    real = server_module.importlib.import_module
-
-    def import_module(name: str) -> Any:
-        assert release.wait(10), "the test never released the imports"
-        return real(name)
-
-    monkeypatch.setattr(server_module, "importlib", SimpleNamespace(import_module=import_module))
-    yield release
-    release.set()
 
 
 async def test_api_versions_is_answered_while_the_state_loads_and_later_requests_wait_for_it(

@@ -10,13 +10,12 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-import broker.server.broker as server_module
 import broker.server.control_listener as listener_module
 from broker.server.broker import BrokerServer
 from tests.conftest import broker_settings
@@ -186,22 +185,7 @@ async def test_stop_closes_connections_that_wait_for_the_api(
     writer.close()
 
 
-@pytest.fixture
-def held_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """The background state imports of broker/server/broker.py wait until the test releases them."""
-    release = threading.Event()
-    real = server_module.importlib.import_module
-
-    def import_module(name: str) -> Any:
-        assert release.wait(10), "the test never released the imports"
-        return real(name)
-
-    monkeypatch.setattr(server_module, "importlib", SimpleNamespace(import_module=import_module))
-    yield release
-    release.set()
-
-
-async def test_the_control_port_accepts_before_the_state_is_built(held_state: threading.Event) -> None:
+async def test_the_control_port_accepts_before_the_state_is_built(held_imports: threading.Event) -> None:
     """A script that waited for the Kafka port finds the control API there too (issue 18: no connection refused
     while the broker starts); /readyz says "starting" until the state is built."""
     server = BrokerServer(broker_settings(admin_port=0), load_in_background=True)
@@ -214,14 +198,14 @@ async def test_the_control_port_accepts_before_the_state_is_built(held_state: th
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
         data = await asyncio.wait_for(reader.readuntil(b'{"status": "starting"}'), 10)
         assert re.findall(rb"HTTP/1\.1 (\d{3}) ", data) == [b"200", b"503"]
-        held_state.set()
+        held_imports.set()
         await starting
         assert server.ready
         writer.write(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert await _answers(reader) == [b"200"]
         writer.close()
     finally:
-        held_state.set()
+        held_imports.set()
         if not starting.done():
             await starting
         await server.stop()
