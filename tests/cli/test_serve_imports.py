@@ -79,7 +79,7 @@ DEFERRED = (
     "broker.transactions.coordinator",
     "broker.control.app",
 )
-# Ceilings with a margin over what loads today (241 modules, 45 of them ours, Python 3.11; some 465 and 104 before issue
+# Ceilings with a margin over what loads today (242 modules, 45 of them ours, Python 3.11; some 465 and 104 before issue
 # 17, 290 and 42 before ApiVersions was answered by hand and structlog loaded after the first answer): a change that
 # pulls a package onto the start-up path fails here, and either moves it off or raises the ceiling knowingly.
 MAX_MODULES = 255
