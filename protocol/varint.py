@@ -1,5 +1,6 @@
 """Kafka's unsigned varint (UNSIGNED_VARINT in the protocol guide: 7 bits a byte, low bits first), written by hand
-where an answer or an edited request is built without kio (bounds.py, group_answers.py, api_versions.py)."""
+where an answer or an edited request is built without kio (bounds.py, group_answers.py, api_versions.py), and
+under the signed (zigzag) varints of the control records broker/storage/control.py writes."""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from broker.storage.records import (
     crc32c,
     read_header,
 )
+from protocol.varint import encode_uvarint
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _KEY = struct.Struct(">hh")
@@ -58,14 +59,8 @@ class Marker:
 
 
 def _zigzag(value: int) -> bytes:
-    """A signed varint, as record fields are written (ByteUtils.writeVarint)."""
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
+    """A signed varint, as record fields are written (ByteUtils.writeVarint): zigzag, then the unsigned varint."""
+    return encode_uvarint((value << 1) ^ (value >> 63))
 
 
 def _read_zigzag(data: bytes | memoryview, position: int) -> tuple[int, int]:
