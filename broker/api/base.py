@@ -80,6 +80,9 @@ class ApiContext:
     settings: Settings | None = None
     # The transaction coordinator (transactions spec section 3); None in bare tests: no transactions then.
     transactions: TransactionCoordinator | None = None
+    # The control API's URL as this listener's clients reach it, for DescribeConfigs (broker/api/configs.py);
+    # None when it is off or in bare tests.
+    control_url: str | None = None
 
 
 @dataclass(slots=True, frozen=True)

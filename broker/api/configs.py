@@ -16,6 +16,10 @@ ConfigurationControlManager (the controller applying it):
 - A broker: empty name = the cluster-wide dynamic defaults (none here: an empty list), our node id = every setting
   under Kafka's name, any other id INVALID_REQUEST "Unexpected broker id". Broker configs are read-only here: a
   change is refused as Kafka's DynamicBrokerConfig refuses a non-dynamic one (INVALID_REQUEST, KAFKA-13609).
+  Beside Kafka's names, one of ours: ``group.broker.control.url`` (``CONTROL_URL_CONFIG``), the control API's URL
+  as this listener's clients reach it (null when it is off), read-only, so that any Kafka tool, and
+  ``group-broker watch --bootstrap HOST:PORT`` (broker/cli/discover.py), finds the API from the Kafka address
+  (issue 18: the default admin port may have given way to a free one).
 - AlterConfigs replaces a topic's whole set of overrides; IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT,
   APPEND and SUBTRACT only on LIST configs. Configs are checked with CreateTopics' check (storage/topics.py).
 """
@@ -90,6 +94,13 @@ _TOPIC_DOCS = {
     "retention.bytes": "How large a partition may grow before retention drops its oldest batches (-1: no limit).",
     "max.message.bytes": "The largest record batch a producer may append to this topic.",
 }
+# Ours, not Kafka's: where the control API listens. Its source is DEFAULT_CONFIG while --admin-host and
+# --admin-port keep their defaults (the default port that gave way to a free one included), else
+# STATIC_BROKER_CONFIG, as for Kafka's own settings here.
+CONTROL_URL_CONFIG = "group.broker.control.url"
+_CONTROL_URL_DOC = (
+    "The URL of this broker's HTTP control API (group-broker's own config, not Kafka's; null when it is off)."
+)
 _DYNAMIC_ONLY = "This broker keeps the value for clients that read it; it does not act on it."
 
 # Broker settings clients commonly read that this broker has no setting for, with the value it behaves as
@@ -279,6 +290,12 @@ def _broker_entries(ctx: ApiContext) -> list[_Entry]:
     for name, (value, kafka_default, config_type) in _FIXED_BROKER_CONFIGS.items():
         source = DEFAULT_CONFIG if value == kafka_default else STATIC_BROKER_CONFIG
         found[name] = (name, value, True, [(name, value, source)], config_type, "fixed: this broker is one node")
+    if ctx.settings is not None:  # a broker's, not a bare test context's
+        url = ctx.control_url if settings.admin_port >= 0 else None
+        moved = any(_setting(settings, o.name) != o.default for o in OPTIONS if o.name in ("admin_host", "admin_port"))
+        source = STATIC_BROKER_CONFIG if moved else DEFAULT_CONFIG
+        synonym = [(CONTROL_URL_CONFIG, url, source)]
+        found[CONTROL_URL_CONFIG] = (CONTROL_URL_CONFIG, url, True, synonym, _STRING, _CONTROL_URL_DOC)
     return [found[name] for name in sorted(found)]
 
 

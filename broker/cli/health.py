@@ -14,11 +14,13 @@ import sys
 import urllib.error
 import urllib.request
 
+from broker.cli.discover import DiscoveryError, control_url
 from broker.config import settings
 
 _API_VERSIONS = 18
 _CORRELATION_ID = 0x6B67  # any value; the answer must echo it
 _CLIENT_ID = b"group-broker-health"
+_DISCOVER = "discover"  # the control API's URL: the one the broker advertises (broker/cli/discover.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,9 +33,12 @@ def check(args: argparse.Namespace) -> int:
     try:
         kafka, admin = _targets(args)
         api_versions_round_trip(*kafka, timeout=args.timeout)
+        if admin == _DISCOVER:
+            # The default admin port gives way to a free one when taken (issue 18): ask the broker where it went.
+            admin = control_url(settings.host_port(*kafka), timeout=args.timeout)
         if admin is not None:
             readyz(admin, timeout=args.timeout)
-    except (OSError, ValueError, settings.SettingsError) as error:
+    except (OSError, ValueError, settings.SettingsError, DiscoveryError) as error:
         print(f"group-broker health: {error}", file=sys.stderr)
         return 1
     return 0
@@ -53,7 +58,9 @@ def _targets(args: argparse.Namespace) -> tuple[tuple[str, int], str | None]:
         admin = None if args.admin == "off" else args.admin.rstrip("/")
     else:
         admin = (
-            f"http://{settings.host_port(settings.reachable_host(config.admin_host), config.admin_port)}"
+            _DISCOVER
+            if config.admin_port_movable()
+            else f"http://{settings.host_port(settings.reachable_host(config.admin_host), config.admin_port)}"
             if config.admin_port > 0
             else None
         )

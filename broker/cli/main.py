@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from broker.config import settings
@@ -50,16 +50,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("analyze", "generate-events"):
         status = args._run(args)  # analyze returns its exit status; generate-events what it wrote
         return status if isinstance(status, int) else 0
-    from broker.cli import commands
+    from broker.cli import commands, discover
 
+    try:
+        discover.settle_admin(args)  # --bootstrap: the control API's URL, asked of the broker (issue 18)
+    except discover.DiscoveryError as error:
+        print(f"group-broker: {error}", file=sys.stderr)
+        return 1
     return commands.execute(args)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A bad value is one line naming the option and the value, under a one-line usage (not serve's 50 lines of
+    flags: --help has them); exit 2 as argparse does. Sub-commands inherit the class (add_subparsers)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"usage: {self.prog} [-h] ... (see {self.prog} --help)\n{self.prog}: error: {message}\n")
 
 
 def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The whole command line; ``arguments`` says which lazily built sub-commands need their real flags."""
     from broker import __version__
 
-    parser = argparse.ArgumentParser(prog="group-broker", description="A Kafka consumer-group broker for tests.")
+    description = "A Kafka consumer-group broker for tests."
+    parser: argparse.ArgumentParser = _Parser(prog="group-broker", description=description)
     parser.add_argument("--version", action="version", version=f"group-broker {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the broker")
@@ -153,7 +167,10 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
     actions.add_argument("--error", metavar="NAME_OR_CODE", help="answer with this Kafka error (name or code)")
     actions.add_argument("--delay-ms", type=int, metavar="N", help="delay the answer by N ms")
     actions.add_argument("--close", action="store_true", help="close the connection instead of answering")
-    actions.add_argument("--swallow-heartbeats", action="store_true", help="never answer the matched heartbeats")
+    actions.add_argument(
+        "--swallow-heartbeats", action="store_true",
+        help="answer the matched Heartbeats with NONE but leave the session unrefreshed: evicted on its timeout",
+    )
     limits = add.add_argument_group("limits")
     limits.add_argument("--count", type=int, metavar="N", help="fire at most N times")
     limits.add_argument("--probability", type=float, metavar="P", help="fire with probability P in (0, 1]")
@@ -182,16 +199,24 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def _add_control_flags(common: argparse.ArgumentParser) -> None:
-    """``--admin`` and ``--json``, added only when a control API command runs: ``--admin``'s default comes from the
-    control API's client module, whose imports (urllib.request, http.client) ``--help`` and ``serve`` can do
-    without."""
-    from broker.control.client import DEFAULT_URL, URL_ENV, configured_url
+    """``--admin``, ``--bootstrap`` and ``--json``, added only when a control API command runs: their defaults
+    come from the control API's client module, whose imports (urllib.request, http.client) ``--help`` and ``serve``
+    can do without. Left None when not given: ``discover.settle_admin`` picks the URL."""
+    from broker.cli.discover import BOOTSTRAP_ENV
+    from broker.control.client import DEFAULT_URL, URL_ENV
 
     common.add_argument(
         "--admin",
         metavar="URL",
-        default=configured_url(),
-        help=f"the broker's control API [env {URL_ENV}; default {DEFAULT_URL}]",
+        default=None,
+        help=f"the broker's control API; wins over --bootstrap [env {URL_ENV}; default {DEFAULT_URL}]",
+    )
+    common.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        default=None,
+        help="find the control API from the broker's Kafka address (it advertises the URL in DescribeConfigs), "
+        f"e.g. when its default admin port was taken [env {BOOTSTRAP_ENV}]",
     )
     common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
 

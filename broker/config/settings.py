@@ -18,18 +18,23 @@ from __future__ import annotations
 import argparse
 import base64
 import os
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from broker.config.endpoints import Endpoint as Endpoint
+from broker.config.endpoints import host_port as host_port
+from broker.config.endpoints import is_wildcard
+from broker.config.endpoints import parse_endpoints as parse_endpoints
+from broker.config.endpoints import reachable_host as reachable_host
 from broker.config.transaction_settings import TXN_SETTINGS
 from broker.coordinator.config import INT32_MAX, GroupConfig
 from broker.storage.topics import KAFKA_MAX_RECORDS_PER_USER_OP, LogDefaults, parse_topic_spec
 from broker.transactions.config import TxnConfig
 
 ENV_PREFIX = "GROUP_BROKER_"
+ADMIN_PORT = 9644  # the control API's default port
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 
 
@@ -40,57 +45,6 @@ class SettingsError(ValueError):
 def random_cluster_id() -> str:
     """A cluster id in Kafka's format: a random UUID as 22 characters of URL-safe base64."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """One entry of Kafka's ``listeners`` or ``advertised.listeners``: ``NAME://host:port``."""
-
-    name: str
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.name}://{host}:{self.port}"
-
-
-_ENDPOINT = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ipv6>[^\]]*)\]|(?P<host>[^:/\[\]]*)):(?P<port>\d+)$")
-
-
-def parse_endpoints(text: str) -> tuple[Endpoint, ...]:
-    """Kafka's listener list: comma-separated ``NAME://host:port``; an empty host means every interface."""
-    endpoints = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        match = _ENDPOINT.match(item)
-        if match is None:
-            raise ValueError(f"{item!r} is not NAME://HOST:PORT")
-        port = int(match["port"])
-        if port > 65535:
-            raise ValueError(f"{item!r}: port {port} is out of range")
-        host = match["ipv6"] if match["ipv6"] is not None else match["host"]
-        endpoints.append(Endpoint(match["name"], host, port))
-    names = [e.name for e in endpoints]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"listener name {duplicates[0]} appears twice")
-    return tuple(endpoints)
-
-
-def _is_wildcard(host: str) -> bool:
-    return host in ("", "0.0.0.0", "::")
-
-
-def reachable_host(bound: str) -> str:
-    """Where a client on this machine reaches a listener bound to ``bound``: loopback for a wildcard."""
-    return "127.0.0.1" if bound in ("", "0.0.0.0") else "::1" if bound == "::" else bound
-
-
-def host_port(host: str, port: int) -> str:
-    """``host:port``, an IPv6 address in brackets (for bootstrap strings and URLs)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,12 +79,15 @@ class Settings:
     log_level: str = "info"
     log_format: str = "auto"
     admin_host: str = "127.0.0.1"
-    admin_port: int = 9644
+    admin_port: int = ADMIN_PORT
     event_log: str | None = None
     event_log_max_bytes: int = 100 * 1024 * 1024
     event_log_backups: int = 5
     event_buffer_size: int = 1000
     event_buffer_total: int = 10_000
+    # The options a flag, the environment or the TOML file set (``resolve``); the rest are defaults. Not a setting:
+    # it tells a value asked for from one nobody asked for (issue 18: a taken default admin port gives way).
+    given: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
         if not self.cluster_id:
@@ -164,9 +121,14 @@ class Settings:
                 return endpoint.host or self._default_host(listener), endpoint.port or bound_port
         return self.advertised_host or self._default_host(listener), self.advertised_port or bound_port
 
+    def admin_port_movable(self) -> bool:
+        """Whether a taken admin port may give way to a free one (issue 18): only the default port, and only when
+        no flag, variable or TOML key named it; a port asked for fails when taken."""
+        return self.admin_port == ADMIN_PORT and "admin_port" not in self.given
+
     @staticmethod
     def _default_host(listener: Endpoint) -> str:
-        return "localhost" if _is_wildcard(listener.host) else listener.host
+        return "localhost" if is_wildcard(listener.host) else listener.host
 
 
 # --- the declared options --------------------------------------------------------------------------------------
@@ -429,8 +391,8 @@ OPTIONS: tuple[Option, ...] = (
         "POLICY_VIOLATION (Kafka has no such limit; a test broker keeps every partition in memory)",
     ),
     Option(
-        "topic", _topics, "NAME:PARTITIONS to create at start (flag repeatable; variable comma-separated)",
-        fills="topics",
+        "topic", _topics, "NAME:PARTITIONS to create at start (a bare NAME gets 1 partition; flag repeatable; "
+        "variable comma-separated)", fills="topics",
     ),
     Option(
         "auto_create_topics_enable", _bool, "create unknown topics on Metadata and Produce",
@@ -459,7 +421,11 @@ OPTIONS: tuple[Option, ...] = (
         choices=("auto", "console", "json"),
     ),
     Option("admin_host", str, "address of the HTTP control API (0.0.0.0 exposes it: it can kick members)"),
-    Option("admin_port", int, "port of the HTTP control API (0 picks a free one, -1 turns it off)"),
+    Option(
+        "admin_port", int,
+        "port of the HTTP control API (0 picks a free one, -1 turns it off; the default, when taken and not asked "
+        "for, gives way to a free one)",
+    ),
     Option("event_log", str, "append group events to this JSON-lines file (schema: docs/events.md)"),
     Option("event_log_max_bytes", int, "rotate the event log when it reaches this size"),
     Option("event_log_backups", int, "rotated event logs to keep (PATH.1 is the newest)"),
@@ -506,6 +472,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     config_path = given.get("config") or env.get(CONFIG_ENV)
     from_file = load_toml(config_path) if config_path else {}
     values: dict[str, Any] = {}
+    named = {o.name for o in OPTIONS if o.name in given or o.env in env or o.name in from_file}
     for option in OPTIONS:
         if option.name in given:
             value = given[option.name]
@@ -519,7 +486,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
             values[option.name] = from_file[option.name]
         else:
             values[option.name] = option.default
-    return build(values)
+    return build(values, frozenset(named))
 
 
 def load_toml(path: str) -> dict[str, Any]:
@@ -563,10 +530,10 @@ def _suggestion(key: str) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def build(values: Mapping[str, Any]) -> Settings:
+def build(values: Mapping[str, Any], named: frozenset[str] = frozenset()) -> Settings:
     """Settings from option values (every option present), each put in the field it fills; cross-field checks
-    become SettingsError."""
-    top: dict[str, Any] = {}
+    become SettingsError. ``named``: the options that were set rather than defaulted (``Settings.given``)."""
+    top: dict[str, Any] = {"given": named}
     sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
     for option in OPTIONS:
         if option.setting:

@@ -286,6 +286,15 @@ class BrokerServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._timer = LoopTimer(loop, self.clock, self.purgatory)
+        if self.settings.admin_port >= 0:
+            # Bound before the Kafka port, so a script that waited for that one finds it too, and so that each
+            # listener's DescribeConfigs advertises its URL from the first request (issue 18); aiohttp loads at its
+            # first connection, and a taken default port gives way to a free one (broker/server/control_listener.py).
+            control = ControlListener(self)
+            await control.start(
+                self.settings.admin_host, self.settings.admin_port, movable=self.settings.admin_port_movable()
+            )
+            self.control = control
         try:
             for endpoint in self.settings.bind_endpoints():
                 await self._listen(endpoint)
@@ -293,16 +302,6 @@ class BrokerServer:
             await self._close_listeners()
             raise
         self.port, self.api = self.listeners[0].port, self.listeners[0].api
-        if self.settings.admin_port >= 0:
-            # Bound with the Kafka port, so a script that waited for that one finds it too; aiohttp loads at its
-            # first connection (broker/server/control_listener.py).
-            control = ControlListener(self)
-            try:
-                await control.start(self.settings.admin_host, self.settings.admin_port)
-            except OSError:
-                await self._close_listeners()
-                raise
-            self.control = control
         if not self._loaded:
             try:
                 await self._load_in_background(loop)
@@ -313,6 +312,11 @@ class BrokerServer:
         self.ready = True
         for fields in self._listening:
             log.info("broker listening", **fields)
+        # What --topic made, with its partition count: a bare `--topic orders` makes one (issue 18).
+        log.info(
+            "topics created", topics={topic.name: topic.partitions for topic in self.topics.all()},
+            auto_create=self.settings.auto_create_topics, auto_create_partitions=self.settings.num_partitions,
+        )
         if self.control is not None:
             self.control.announce()
 
@@ -324,9 +328,10 @@ class BrokerServer:
         listener.port = acceptor.port
         advertised_host, advertised_port = self.settings.advertised_for(endpoint, listener.port)
         identity = BrokerIdentity(self.settings.node_id, advertised_host, advertised_port, self.settings.cluster_id)
-        # Listeners share all state (producer ids included); only the address they hand out differs.
+        control_url = self.control.url(advertised_host) if self.control is not None else None
+        # Listeners share all state (producer ids included); only the addresses they hand out differ.
         listener.api = (
-            dataclasses.replace(self.listeners[0].api, identity=identity)
+            dataclasses.replace(self.listeners[0].api, identity=identity, control_url=control_url)
             if self.listeners
             else ApiContext(
                 self.coordinator,
@@ -336,6 +341,7 @@ class BrokerServer:
                 producer_ids=self.producer_ids,
                 settings=self.settings,
                 transactions=self.transactions,
+                control_url=control_url,
             )
         )
         self.listeners.append(listener)

@@ -6,15 +6,22 @@ HTTP request. So the port is bound at start-up, before ``/readyz`` could be aske
 before the API is loaded waits (what it sends kept) while a worker thread imports ``broker.control.app``; then it
 is handed to aiohttp's protocol as if aiohttp had accepted it, and every later connection goes to aiohttp
 straight away. What a client sees is one slower first answer, never a refused connection.
+
+A port nobody asked for (the default 9644: ``Settings.admin_port_movable``) that another process holds, a second
+broker on the machine most often, gives way to a free port on the same host (issue 18): the broker says so and logs
+the real URL, and DescribeConfigs on the broker advertises it (``group.broker.control.url``, broker/api/configs.py)
+so that ``group-broker watch --bootstrap HOST:PORT`` finds it. A port that was asked for still fails when taken.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib
+import os
 from typing import TYPE_CHECKING, Any, cast
 
-from broker.config.settings import host_port, reachable_host
+from broker.config.endpoints import host_port, is_wildcard, reachable_host
 from broker.log import get_logger
 
 if TYPE_CHECKING:
@@ -40,24 +47,48 @@ class ControlListener:
         self.limits = limits
         self.host = ""
         self.port = 0
+        self.moved_from: int | None = None  # the taken default port this one stands in for
         self.api: Any = None
         self._listening: asyncio.Server | None = None
         self._factory: Callable[[], asyncio.Protocol] | None = None
         self._loading: asyncio.Task[None] | None = None
         self._waiting: set[_Waiting] = set()
 
-    async def start(self, host: str, port: int) -> None:
+    async def start(self, host: str, port: int, *, movable: bool = False) -> None:
+        """Listen on ``host:port``; when ``movable`` and the port is taken, on a free port of ``host`` instead."""
         loop = asyncio.get_running_loop()
         try:
             self._listening = await loop.create_server(self._protocol, host, port, reuse_address=True)
         except OSError as error:
-            raise OSError(error.errno, f"control API cannot listen on {host}:{port}: {error.strerror}") from error
+            if not (movable and port and error.errno == errno.EADDRINUSE):
+                taken = error.errno == errno.EADDRINUSE
+                hint = " (pick another --admin-port, or 0 for any free one)" if taken else ""
+                reason = os.strerror(error.errno) if error.errno else error.strerror  # uvloop's repeats the address
+                message = f"control API cannot listen on {host}:{port}: {reason}{hint}"
+                raise OSError(error.errno, message) from error
+            await self.start(host, 0)
+            self.moved_from = port
+            return
         self.host, self.port = self._listening.sockets[0].getsockname()[:2]
+
+    def url(self, advertised_host: str | None = None) -> str:
+        """The API's URL: its own host, or for a wildcard host ``advertised_host`` (the Kafka listener's advertised
+        host, what DescribeConfigs hands out), else this machine's loopback."""
+        host = advertised_host if advertised_host and is_wildcard(self.host) else reachable_host(self.host)
+        return f"http://{host_port(host, self.port)}"
 
     def announce(self) -> None:
         """The "control api listening" line: the broker says it once it is up (logging loads after the first
         Kafka answer, broker/log.py); the port accepts from ``start`` on."""
-        url = f"http://{host_port(reachable_host(self.host), self.port)}"
+        url = self.url()
+        if self.moved_from is not None:
+            log.warning(
+                "control api default port taken, listening on a free one",
+                taken_port=self.moved_from,
+                port=self.port,
+                url=url,
+                hint="the CLI finds it from the Kafka address: group-broker watch --bootstrap HOST:PORT",
+            )
         log.info("control api listening", host=self.host, port=self.port, url=url)
 
     def _protocol(self) -> asyncio.Protocol:
