@@ -10,7 +10,11 @@ five aborted copies. The group's committed offsets end at the input's end, writt
 import sys
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+try:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+except ModuleNotFoundError:  # the client libraries are the package's [clients] extra, not dependencies
+    sys.exit(f"{sys.argv[0]}: confluent-kafka is not installed: pip install '.[clients]' in the kafka-group-broker "
+             "checkout (the three client libraries), or pip install confluent-kafka")
 
 BOOTSTRAP = sys.argv[1] if len(sys.argv) > 1 else "localhost:9092"
 SOURCE, SINK, GROUP = "orders", "orders-out", "orders-eos"

@@ -6,7 +6,11 @@
 import asyncio
 import sys
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+try:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+except ModuleNotFoundError:  # the client libraries are the package's [clients] extra, not dependencies
+    sys.exit(f"{sys.argv[0]}: aiokafka is not installed: pip install '.[clients]' in the kafka-group-broker "
+             "checkout (the three client libraries), or pip install aiokafka")
 
 BOOTSTRAP = sys.argv[1] if len(sys.argv) > 1 else "localhost:9092"
 TOPIC = "quickstart"

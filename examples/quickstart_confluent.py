@@ -5,7 +5,11 @@
 
 import sys
 
-from confluent_kafka import Consumer, Producer
+try:
+    from confluent_kafka import Consumer, Producer
+except ModuleNotFoundError:  # the client libraries are the package's [clients] extra, not dependencies
+    sys.exit(f"{sys.argv[0]}: confluent-kafka is not installed: pip install '.[clients]' in the kafka-group-broker "
+             "checkout (the three client libraries), or pip install confluent-kafka")
 
 BOOTSTRAP = sys.argv[1] if len(sys.argv) > 1 else "localhost:9092"
 TOPIC = "quickstart"
@@ -14,7 +18,12 @@ GROUP = "quickstart-confluent"
 
 def consumer() -> Consumer:
     member = Consumer(
-        {"bootstrap.servers": BOOTSTRAP, "group.id": GROUP, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": BOOTSTRAP,
+            "group.id": GROUP,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
     )
     member.subscribe([TOPIC])
     return member

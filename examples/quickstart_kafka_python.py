@@ -7,7 +7,11 @@ import sys
 import threading
 import time
 
-from kafka import KafkaConsumer, KafkaProducer
+try:
+    from kafka import KafkaConsumer, KafkaProducer
+except ModuleNotFoundError:  # the client libraries are the package's [clients] extra, not dependencies
+    sys.exit(f"{sys.argv[0]}: kafka-python is not installed: pip install '.[clients]' in the kafka-group-broker "
+             "checkout (the three client libraries), or pip install kafka-python")
 
 BOOTSTRAP = sys.argv[1] if len(sys.argv) > 1 else "localhost:9092"
 TOPIC = "quickstart"

@@ -66,3 +66,42 @@ def test_exactly_once_example(tmp_path: Path) -> None:
     events = [json.loads(line) for line in broker.log().splitlines() if line.startswith("{")]
     endings = [e["event"] for e in events if e["event"] in ("transaction_committed", "transaction_aborted")]
     assert endings == ["transaction_committed", "transaction_aborted", "transaction_committed"]
+
+
+LIBRARIES = {
+    "quickstart_aiokafka.py": ("aiokafka", "aiokafka"),
+    "quickstart_kafka_python.py": ("kafka", "kafka-python"),
+    "quickstart_confluent.py": ("confluent_kafka", "confluent-kafka"),
+    "exactly_once_confluent.py": ("confluent_kafka", "confluent-kafka"),
+}
+
+
+@pytest.mark.parametrize("example", sorted(LIBRARIES))
+def test_an_example_without_its_client_library_says_what_to_install(example: str) -> None:
+    """A fresh machine that installed only the broker (issue 18): one line naming the `clients` extra."""
+    module, package = LIBRARIES[example]
+    path = ROOT / "examples" / example
+    hide_and_run = (
+        f"import runpy, sys; sys.modules[{module!r}] = None; "
+        f"runpy.run_path({str(path)!r}, run_name='__main__')"
+    )
+    run = subprocess.run([sys.executable, "-c", hide_and_run], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 1, run
+    assert run.stderr == (
+        f"{path}: {package} is not installed: pip install '.[clients]' in the kafka-group-broker checkout "
+        f"(the three client libraries), or pip install {package}\n"
+    )
+
+
+def test_the_quick_start_installs_the_clients_extra_and_skips_the_initial_delay() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {requirement.split("==")[0] for requirement in extras["clients"]} == {
+        "aiokafka", "kafka-python", "confluent-kafka",
+    }  # fmt: skip
+    section = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = section.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    assert commands[0] == "pip install '.[clients]'"
+    assert commands[1].startswith("group-broker serve --group-initial-rebalance-delay-ms 0 --topic quickstart:4")
+    assert commands[2].startswith("python examples/quickstart_aiokafka.py")

@@ -15,6 +15,14 @@ partition.assignment.strategy, which librdkafka refuses with that protocol (docs
 broker dictates the timers and assigns. Commits carry the member epoch, so one that races an epoch change fails
 with STALE_MEMBER_EPOCH (12.7 trap 8): it is a failed commit like any other, the records come again.
 
+A fatal error, one the client cannot recover from, ends the process with exit code 3 after a line naming it on
+stderr (a process that lives on without consuming would hide the fault from the chaos run): a static member fenced
+by another process with its ``group.instance.id`` (FENCED_INSTANCE_ID), a KIP-848 static member whose instance id
+another member still holds (UNRELEASED_INSTANCE_ID: docs/spec/consumer-groups.md sections 4.16 and 12.5), or any
+error librdkafka calls fatal. A consumer-protocol member fenced at a stale epoch (FENCED_MEMBER_EPOCH) is not
+fatal: librdkafka rejoins with epoch 0, as KIP-848 asks. aiokafka 0.14 sends Heartbeat without the instance id, so it
+hears UNKNOWN_MEMBER_ID and rejoins: it never learns it was fenced.
+
 SIGTERM stops the poll loop and closes the consumer (a dynamic member sends LeaveGroup, or a consumer-protocol
 heartbeat with epoch -1), then the process exits 0.
 SIGKILL kills it without a word; the broker notices when the session times out. Diagnostics go to stderr; SIGUSR1
@@ -44,6 +52,26 @@ ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
 PROGRAM = "python -m broker.chaos.consumer"
 
 Record = tuple[int, int, bytes | None]
+
+FATAL_EXIT = 3
+
+
+class Fatal(Exception):
+    """The client hit an error it cannot recover from: the process logs it and exits ``FATAL_EXIT``."""
+
+
+class FencedHeartbeats(logging.Handler):
+    """kafka-python 3.0.12 only logs a fenced static member's heartbeat (``BaseCoordinator._do_heartbeat`` catches
+    FencedInstanceIdError, logs it and stops heartbeating) and polls on as if nothing happened: this handler, on
+    its heartbeat logger, is how the poll loop learns of it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.fenced: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "fenced" in str(record.msg).lower():
+            self.fenced = record.getMessage()
 
 
 class Sink:
@@ -170,9 +198,16 @@ def run_kafka_python(args: argparse.Namespace, sink: Sink, stopping: threading.E
     # then stops heartbeating and is expired. Learn the topic's partitions before the first join, and poll with
     # long (1 s) timeouts: short ones make that client-side hang likely.
     consumer.partitions_for_topic(args.topic)
+    fenced = FencedHeartbeats()
+    logging.getLogger("kafka.coordinator.heartbeat").addHandler(fenced)
     try:
         while not stopping.is_set():
-            batch = consumer.poll(timeout_ms=1000)
+            try:
+                batch = consumer.poll(timeout_ms=1000)
+            except errors.FencedInstanceIdError as error:
+                raise Fatal(f"fenced: {error!r}") from error
+            if fenced.fenced is not None:
+                raise Fatal(f"fenced: {fenced.fenced}")
             if not batch:
                 continue
             offsets = sink.write((r.partition, r.offset, r.key) for rs in batch.values() for r in rs)
@@ -180,6 +215,8 @@ def run_kafka_python(args: argparse.Namespace, sink: Sink, stopping: threading.E
                 consumer.commit(
                     {kafka.TopicPartition(args.topic, p): kafka.OffsetAndMetadata(o) for p, o in offsets.items()}
                 )
+            except errors.FencedInstanceIdError as error:
+                raise Fatal(f"fenced: {error!r}") from error
             except errors.KafkaError as error:
                 note(args, f"commit failed (the records will come again): {error!r}")
     finally:
@@ -228,6 +265,11 @@ def subscribe_noting(consumer: Any, topic: str, args: argparse.Namespace) -> Non
     consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
 
 
+def is_fatal(confluent: Any, error: Any) -> bool:
+    """librdkafka's fatal errors (FENCED_INSTANCE_ID, say) reach the consumer as messages with code _FATAL."""
+    return bool(error.fatal()) or error.code() == confluent.KafkaError._FATAL
+
+
 def run_confluent(args: argparse.Namespace, sink: Sink, stopping: threading.Event) -> None:
     confluent = load("confluent")
     config = confluent_config(args)
@@ -238,8 +280,11 @@ def run_confluent(args: argparse.Namespace, sink: Sink, stopping: threading.Even
             records: list[Record] = []
             for message in consumer.consume(num_messages=500, timeout=0.2):
                 partition, offset = message.partition(), message.offset()
-                if message.error() is not None or partition is None or offset is None:
-                    note(args, f"consume error: {message.error()}")
+                error = message.error()
+                if error is not None and is_fatal(confluent, error):
+                    raise Fatal(f"consume error: {error}")
+                if error is not None or partition is None or offset is None:
+                    note(args, f"consume error: {error}")
                     continue
                 records.append((partition, offset, message.key()))
             if not records:
@@ -251,6 +296,8 @@ def run_confluent(args: argparse.Namespace, sink: Sink, stopping: threading.Even
                     asynchronous=False,
                 )
             except confluent.KafkaException as error:
+                if error.args and is_fatal(confluent, error.args[0]):
+                    raise Fatal(f"commit failed: {error.args[0]}") from error
                 note(args, f"commit failed (the records will come again): {error!r}")
     finally:
         note(args, "closing")
@@ -302,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     except MissingLibrary as error:
         return fail_missing(error, PROGRAM)
+    except Fatal as error:
+        note(args, f"fatal error, exiting {FATAL_EXIT}: {error}")
+        return FATAL_EXIT
     finally:
         sink.close()
     note(args, "closed")

@@ -417,12 +417,14 @@ def run(args: argparse.Namespace) -> int:
         report = chaos.execute()
     except ChaosError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
-        if keep or any(workdir.iterdir()):
+        kept = keep or any(workdir.iterdir())
+        if kept:
             print(f"{PROGRAM}: logs are in {workdir}", file=sys.stderr)
         else:
             workdir.rmdir()
         if args.json is not None:
-            write_json(args.json, {"version": 1, "ok": False, "error": str(error), "workdir": str(workdir)})
+            write_json(args.json, {"version": 1, "ok": False, "error": str(error),
+                                   "workdir": str(workdir.resolve()) if kept else None})
         return 1
     except KeyboardInterrupt:
         print(f"{PROGRAM}: interrupted; logs are in {workdir}", file=sys.stderr)
@@ -430,12 +432,18 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     print_report(report)
+    # A clean run's temporary directory is deleted: the report then names none (issue 18: it named a directory
+    # that no longer existed), and says so; a kept one is named by its absolute path.
+    kept = keep or not report["ok"] or bool(report["notes"])
+    report["workdir"] = str(workdir.resolve()) if kept else None
+    if kept:
+        print(f"logs and record files: {report['workdir']}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+        print("logs and record files: deleted, a clean run (--workdir DIR keeps them)")
     if args.json is not None:
         write_json(args.json, report)
-    if not keep and report["ok"] and not report["notes"]:
-        shutil.rmtree(workdir, ignore_errors=True)
-    else:
-        print(f"logs and record files: {workdir}")
+        print(f"report: {Path(args.json).resolve()}")
     return 0 if report["ok"] else 1
 
 

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -215,14 +216,42 @@ def _round(group: Mapping[str, Any]) -> str:
     return f"generation {group.get('generation_id')}"
 
 
-def cmd_wait(args: argparse.Namespace) -> int:
+# A group that does not exist may be a typo, or one whose consumers are still starting (the README's walkthrough
+# waits right after starting them in the background): it gets this long to appear before "no such group".
+APPEAR_MS = 10_000
+
+
+def _wait_for_the_group(api: ControlClient, args: argparse.Namespace) -> int:
+    """Check that the group exists (the API answers 404 for an unknown one); if it does not, say so and give it
+    ``APPEAR_MS`` (at most ``--timeout-ms``) to appear. The milliseconds left of ``--timeout-ms``."""
     try:
-        group = client(args).wait(
+        api.group(args.group)
+        return int(args.timeout_ms)
+    except ControlError as error:
+        if error.status != 404:
+            raise
+    appear_ms = min(APPEAR_MS, args.timeout_ms)
+    print(f"group-broker: no group {args.group!r} yet: giving it {appear_ms} ms to appear", file=sys.stderr)
+    started = time.monotonic()
+    try:
+        api.wait(args.group, timeout_ms=appear_ms)  # no condition: answers as soon as the group exists
+    except ControlError as error:
+        if error.status == 408:
+            raise ControlError(404, f"no such group: {args.group!r} (none appeared within {appear_ms} ms)") from None
+        raise
+    return max(0, int(args.timeout_ms) - int((time.monotonic() - started) * 1000))
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    api = client(args)
+    timeout_ms = _wait_for_the_group(api, args)
+    try:
+        group = api.wait(
             args.group,
             state=args.state,
             members=args.members,
             min_generation=args.min_generation,
-            timeout_ms=args.timeout_ms,
+            timeout_ms=timeout_ms,
         )
     except ControlError as error:
         if error.status == 408 and args.json and error.payload.get("group") is not None:

@@ -54,16 +54,29 @@ def run(args: argparse.Namespace) -> int:
             print(f"group-broker: {frame.problem}", file=sys.stderr)
             return 1
         return 0
-    from rich.live import Live
-
     try:
-        with Live(render(poller.poll(), api.base_url), console=console, auto_refresh=False) as live:
-            while True:
-                started = time.monotonic()
-                live.update(render(poller.poll(), api.base_url), refresh=True)
-                time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
+        live_view(console, poller, api.base_url)
     except KeyboardInterrupt:
         return 0
+    return 0  # pragma: no cover - the view ends with Ctrl-C
+
+
+def live_view(console: Console, poller: Poller, url: str) -> None:
+    """Redraw the frame every ``REFRESH_S`` until Ctrl-C (KeyboardInterrupt) or an error ends it.
+
+    On a terminal the view runs in its alternate screen (rich's screen mode, ``ESC[?1049h``): each frame is drawn
+    from the top-left corner over the whole screen, so lines that background processes (a broker, consumers)
+    write to the same terminal cannot push stale frames up above the live one. Leaving the view leaves the
+    alternate screen (``ESC[?1049l``, in Live's ``__exit__``: on Ctrl-C and on errors too), and the terminal is
+    as it was before. Not a terminal (a pipe, a file): no screen switching, the last frame is printed at the end.
+    """
+    from rich.live import Live
+
+    with Live(render(poller.poll(), url), console=console, auto_refresh=False, screen=console.is_terminal) as live:
+        while True:
+            started = time.monotonic()
+            live.update(render(poller.poll(), url), refresh=True)
+            time.sleep(max(0.0, REFRESH_S - (time.monotonic() - started)))
 
 
 def make_console() -> Console:

@@ -52,6 +52,7 @@ def test_chaos_run_loses_nothing_and_measures_every_kill(tmp_path: Path) -> None
         "version", "ok", "config", "broker", "records", "kills", "summary", "group", "consumers", "notes", "workdir",
     }, context  # fmt: skip
     assert report["ok"] is True and report["broker"]["managed"] is True, context
+    assert report["workdir"] == str((tmp_path / "work").resolve()) and Path(report["workdir"]).is_dir(), context
     assert report["config"]["seed"] == 4 and report["config"]["client"] == "confluent", context
 
     records = report["records"]
@@ -104,6 +105,23 @@ def test_chaos_run_loses_nothing_and_measures_every_kill(tmp_path: Path) -> None
     assert "session_timeout" in done.stdout and "leave_group" in done.stdout, done.stdout
     assert f"lost 0, duplicated {records['duplicated']}  OK" in done.stdout, done.stdout
     assert "[red]" not in done.stdout, "style tags leaked into plain output"
+
+
+@pytest.mark.timeout(90)
+def test_a_clean_run_deletes_its_files_and_its_report_names_no_directory(tmp_path: Path) -> None:
+    """Without --workdir a clean run's files go with their temporary directory: the report must not point there."""
+    done = subprocess.run(
+        [sys.executable, "-m", "broker.chaos.runner", "--consumers", "1", "--partitions", "2", "--duration", "2",
+         "--interval", "30", "--rate", "50", "--session-timeout-ms", str(SESSION_MS),
+         "--heartbeat-interval-ms", str(HEARTBEAT_MS), "--json", "report.json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=80,
+    )  # fmt: skip
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["ok"] is True and report["notes"] == [], report
+    assert report["workdir"] is None, report
+    assert "logs and record files: deleted, a clean run (--workdir DIR keeps them)" in done.stdout, done.stdout
+    assert f"report: {tmp_path.resolve() / 'report.json'}" in done.stdout, done.stdout
 
 
 def test_bad_arguments_exit_2(tmp_path: Path) -> None:
