@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
 
-from broker.control import bounded_json
+from broker.control import bounded_json, console
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
@@ -45,6 +45,7 @@ _STATES = {
     if state not in (GroupState.DEAD, ConsumerGroupState.DEAD)
 }
 GROUP_TYPES = ("classic", "consumer")
+_SETTLED = frozenset({ConsumerGroupState.STABLE.value, ConsumerGroupState.EMPTY.value})  # a rebalance is over
 # GET /v1/transactions?state=: "open" (a transaction in flight: Ongoing or Prepare*) or one state, any case.
 # PrepareEpochFence is passed through within one call and Dead ids are forgotten at once: neither is ever listed.
 _TXN_STATES = {
@@ -158,6 +159,45 @@ def group_detail(group: GroupDetail, now_ms: int) -> dict[str, Any]:
     return detail
 
 
+def last_rebalance(records: list[Record], consumer: bool) -> dict[str, Any] | None:
+    """The newest rebalance among a group's buffered events: its cause, start, and duration (null while open).
+
+    Classic: from ``rebalance_started`` to the ``sync_completed`` (the group Stable again) or the empty
+    ``join_completed`` that ends it. Consumer group: from the first ``group_epoch_bumped`` after it was last Stable
+    to the ``state_changed`` to Stable (or Empty) that follows (docs/events.md, "Consumer groups")."""
+    start: Record | None = None
+    end_ms: int | None = None
+    for record in records:
+        name = record["event"]
+        if consumer:
+            if name == "group_epoch_bumped" and (start is None or end_ms is not None):
+                start, end_ms = record, None
+            elif name == "state_changed" and start is not None and end_ms is None and record["to"] in _SETTLED:
+                end_ms = record["ts_ms"]
+        elif name == "rebalance_started":
+            start, end_ms = record, None
+        elif start is not None and end_ms is None and (
+            name == "sync_completed" or (name == "join_completed" and record["state"] == "Empty")
+        ):
+            end_ms = record["ts_ms"]
+    if start is None:
+        return None
+    return {
+        "cause": start["cause"],
+        "member_id": start.get("member_id"),
+        "started_ms": start["ts_ms"],
+        "duration_ms": None if end_ms is None else max(end_ms - start["ts_ms"], 0),
+    }
+
+
+def _per_group(series: Mapping[tuple[str, ...], float]) -> dict[str, float]:
+    """An event series' counts summed per group (its first label), in one pass over the series."""
+    totals: dict[str, float] = {}
+    for labels, count in series.items():
+        totals[labels[0]] = totals.get(labels[0], 0) + count
+    return totals
+
+
 def transaction_view(meta: TxnMetadata, now_ms: int) -> dict[str, Any]:
     """One transactional id (transactions spec section 3.1); ``start_ms`` and ``duration_ms`` are null unless a
     transaction is open, and a completed one's partitions and groups are already cleared (section 3.8 step 3)."""
@@ -204,6 +244,7 @@ class ControlApi:
                 web.post("/v1/faults", self.add_fault),
                 web.delete("/v1/faults", self.clear_faults),
                 web.delete("/v1/faults/{rule}", self.delete_fault),
+                *console.routes(),  # the web console: /, /groups/{group}, /console/{file}
             ]
         )
         self.app = app
@@ -264,7 +305,19 @@ class ControlApi:
             (s for s in self.server.coordinator.group_summaries() if wanted is None or s.group_type == wanted.lower()),
             key=lambda summary: summary.group_id,
         )
-        return _json({"groups": [group_summary(summary) for summary in summaries]})
+        tally = self.server.tally
+        counts = {"classic": _per_group(tally.rebalances.values), "consumer": _per_group(tally.epoch_bumps.values)}
+        return _json({"groups": [self._with_rebalances(group_summary(summary), counts) for summary in summaries]})
+
+    def _with_rebalances(self, summary: dict[str, Any], counts: dict[str, dict[str, float]]) -> dict[str, Any]:
+        """A listed group's rebalances so far (``/metrics``' counts, since the broker started) and its last one, as
+        the buffered events tell it: what the console's groups page shows without reading every group's events."""
+        group_id, group_type = summary["group_id"], summary["group_type"]
+        summary["rebalances"] = int(counts[group_type].get(group_id, 0))
+        summary["last_rebalance"] = last_rebalance(
+            list(self.server.events.history(group_id) or ()), group_type == "consumer"
+        )
+        return summary
 
     async def describe_group(self, request: web.Request) -> web.Response:
         group = self.server.coordinator.group_detail(request.match_info["group"])

@@ -15,9 +15,7 @@ import base64
 import html
 import io
 import json
-import os
 import re
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -35,22 +33,10 @@ from pyspark.sql import SparkSession
 
 from broker.analytics import report
 from broker.analytics.schema import TABLE_SCHEMAS
+from tests.browser.devtools import CHROMIUM_FLAGS, DevTools, chromium_binary
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOSTILE = '{"v":1,"seq":7,"event":"member_joined","group_id":"<script>alert(1)</script> & co"'
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--hide-scrollbars",
-    "--remote-debugging-port=0",
-)
 
 
 # -- tables with the job's schemas -------------------------------------------------------------------------------------
@@ -208,13 +194,6 @@ def sample_tables(spark: SparkSession, out: Path) -> None:
 # -- headless Chromium over the DevTools protocol ----------------------------------------------------------------------
 
 
-def chromium_binary() -> str | None:
-    for name in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome", "chrome"):
-        if name and (found := shutil.which(name)):
-            return found
-    return None
-
-
 @dataclass
 class Browsed:
     problems: list[str] = field(default_factory=list)  # exceptions, errors, failed loads
@@ -224,49 +203,6 @@ class Browsed:
     width: int = 0
     height: int = 0
     screenshot: bytes = b""
-
-
-class DevTools:
-    """The smallest DevTools client: commands by id, every event kept."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        self.ws = ws
-        self.next_id = 0
-        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self.events: list[dict[str, Any]] = []
-        self.reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        async for message in self.ws:
-            if message.type is not aiohttp.WSMsgType.TEXT:
-                continue
-            data = json.loads(message.data)
-            waiter = self.pending.pop(data["id"], None) if "id" in data else None
-            if waiter is not None and not waiter.done():
-                waiter.set_result(data)
-            elif "method" in data:
-                self.events.append(data)
-
-    async def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> Any:
-        self.next_id += 1
-        message: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
-        if session is not None:
-            message["sessionId"] = session
-        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.pending[self.next_id] = waiter
-        await self.ws.send_str(json.dumps(message))
-        answer = await asyncio.wait_for(waiter, 60)
-        if "error" in answer:
-            raise RuntimeError(f"{method}: {answer['error']}")
-        return answer["result"]
-
-    async def wait_for(self, method: str, timeout: float = 60) -> dict[str, Any]:
-        async with asyncio.timeout(timeout):
-            while True:
-                for event in self.events:
-                    if event["method"] == method:
-                        return event
-                await asyncio.sleep(0.02)
 
 
 async def _browse(chromium: str, page: Path, profile: Path) -> Browsed:

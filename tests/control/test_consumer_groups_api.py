@@ -78,6 +78,10 @@ async def test_list_describe_and_wait_show_the_type_epochs_and_each_members_reco
     group = await stable_consumer_group(api, broker, "cg-shown")
     epoch = group[0].epoch
     listed = (await api.get("/v1/groups")).json["groups"]
+    # Its rebalances are its epoch bumps (one per member that joined); the last one ended Stable.
+    last = listed[0].pop("last_rebalance")
+    assert (listed[0].pop("rebalances"), last["cause"]) == (epoch, "subscription_changed")
+    assert last["duration_ms"] is not None
     assert listed == [
         {"group_id": "cg-shown", "group_type": "consumer", "state": "Stable", "protocol_type": "consumer",
          "protocol": "uniform", "generation_id": epoch, "leader": None, "members": 2, "group_epoch": epoch,

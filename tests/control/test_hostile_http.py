@@ -731,9 +731,10 @@ async def test_a_fuzz_run_gets_only_the_contracts_answers(env: Env, caplog: pyte
                 status = int(head.split(b" ")[1])
                 types = re.findall(rb"(?im)^Content-Type: ([^;\r]+)", head)
                 assert status in FUZZ_STATUSES, (case, data[:300], head)
-                # JSON, but for what a 200 of /v1/events (a stream) or /metrics (Prometheus' text) is, and a 204's none.
+                # JSON, but for what a 200 of /v1/events (a stream), /metrics (Prometheus' text) or / (the web
+                # console's page) is, and a 204's none.
                 expected = [[b"application/json"]] + (
-                    [[b"text/event-stream"], [b"text/plain"]] if status == 200 else []
+                    [[b"text/event-stream"], [b"text/plain"], [b"text/html"]] if status == 200 else []
                 )
                 assert types in expected or (status == 204 and types == []), (case, data[:300], head)
                 seen[status] = seen.get(status, 0) + 1

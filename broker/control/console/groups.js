@@ -1,0 +1,86 @@
+// The groups page: every group with its type, state, generation or epoch, members, rebalances so far and the
+// last rebalance's cause and duration; filtered by state; refreshed when the event stream says a group changed.
+
+import { api, el, follow, formatMs } from "./api.js";
+import { causeLabel } from "./history.js";
+
+const STATES = ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Assigning", "Reconciling"];
+
+export function groupsPage(root, setStatus) {
+  let filter = "";
+  let groups = [];
+  let refreshing = null;
+
+  const select = el("select", { dataset: { testid: "state-filter" }, "aria-label": "filter by state" },
+    el("option", { value: "" }, "every state"),
+    STATES.map((state) => el("option", { value: state }, state)));
+  select.addEventListener("change", () => {
+    filter = select.value;
+    draw();
+  });
+  const body = el("tbody");
+  const table = el("table", { class: "groups", dataset: { testid: "groups-table" } },
+    el("thead", {}, el("tr", {},
+      ["group", "type", "state", "generation / epoch", "members", "rebalances", "last rebalance", "took"].map((h) =>
+        el("th", {}, h)))),
+    body);
+  const empty = el("p", { class: "muted", dataset: { testid: "no-groups" } }, "No groups yet: start a consumer.");
+  root.replaceChildren(
+    el("section", { class: "page" },
+      el("div", { class: "toolbar" }, el("h2", {}, "Groups"), el("label", {}, "State ", select)),
+      table, empty),
+  );
+
+  function draw() {
+    const shown = groups.filter((g) => !filter || g.state === filter);
+    body.replaceChildren(
+      ...shown.map((g) => {
+        const last = g.last_rebalance;
+        const epoch = g.group_type === "consumer" ? `epoch ${g.group_epoch} (target ${g.assignment_epoch})` : `gen ${g.generation_id}`;
+        return el("tr", { dataset: { testid: "group-row", group: g.group_id, state: g.state } },
+          el("td", {}, el("a", { href: `#/groups/${encodeURIComponent(g.group_id)}` }, g.group_id)),
+          el("td", {}, el("span", { class: `tag ${g.group_type}` }, g.group_type)),
+          el("td", {}, el("span", { class: `state state-${g.state}` }, g.state)),
+          el("td", {}, epoch),
+          el("td", { class: "num" }, g.members),
+          el("td", { class: "num" }, g.rebalances ?? "–"),
+          el("td", {}, last ? causeLabel(last.cause) : "–"),
+          el("td", { class: "num" }, last ? (last.duration_ms === null ? "in progress" : formatMs(last.duration_ms)) : "–"));
+      }),
+    );
+    empty.hidden = shown.length > 0;
+    table.hidden = shown.length === 0;
+  }
+
+  async function refresh() {
+    try {
+      groups = await api.groups();
+      draw();
+    } catch (error) {
+      setStatus(`could not list the groups: ${error.message}`, "error");
+    }
+  }
+
+  // Many events come in bursts (a rebalance is a dozen): one refresh per burst.
+  function soon() {
+    if (refreshing) return;
+    refreshing = setTimeout(() => {
+      refreshing = null;
+      refresh();
+    }, 150);
+  }
+
+  refresh();
+  const stream = follow({
+    onEvent: (record) => {
+      if (record.group_id) soon();
+    },
+    onStatus: (status) => setStatus(status === "live" ? "live" : status, status === "live" ? "ok" : "warn"),
+  });
+  const timer = setInterval(refresh, 5000); // in-progress durations and anything the stream missed
+  return () => {
+    stream.stop();
+    clearInterval(timer);
+    if (refreshing) clearTimeout(refreshing);
+  };
+}
