@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import argparse
 import glob
+import os
+import re
+import shutil
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 PROGRAM = "group-broker analyze"
 DESCRIPTION = (
@@ -17,6 +23,20 @@ DESCRIPTION = (
     "membership intervals, partition ownership and a summary, as Parquet tables and summary.json under --out "
     "(docs/analytics.md)."
 )
+#: Spark 4 runs on Java 17 or newer (pyspark's own requirement; docs/analytics.md).
+JAVA_MIN = 17
+JAVA_HINT = "install a JDK 17 or newer (e.g. apt-get install openjdk-17-jre-headless) or point JAVA_HOME at one"
+#: What an event line looks like (docs/events.md) and where one comes from: the end of the message about an
+#: input without any (issue 18: a README given by mistake made an empty report and exit 0).
+EVENT_HELP = (
+    "An event log has one JSON object per line, as `group-broker serve --event-log events.jsonl` writes it "
+    '(docs/events.md), e.g. {"v":2,"seq":1,"ts_ms":1767225600000,"run_id":"3f9a0c1d2b4e","event":"group_created",'
+    '"group_id":"orders",...}; `group-broker generate-events events.jsonl --events 10000` writes a synthetic one'
+)
+#: Local inputs up to this size in all are looked through before Spark starts, for a line that could be an event.
+PRECHECK_BYTES = 64 * 1024 * 1024
+#: Suffixes Hadoop reads through a codec: their bytes are not the lines.
+COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".xz", ".zstd")
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -86,3 +106,94 @@ def inputs_exist(patterns: Sequence[str]) -> bool:
     if missing:
         error(f"nothing matches {', '.join(missing)}")
     return not missing
+
+
+def java_version(text: str) -> int | None:
+    """The major version in ``java -version``'s output: ``openjdk version "17.0.15"`` is 17, ``"1.8.0_292"`` 8."""
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if found is None:
+        return None
+    major = int(found.group(1))
+    return int(found.group(2) or 0) if major == 1 else major
+
+
+def java_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why Spark cannot start its JVM here, or None: no Java found, or one older than ``JAVA_MIN``.
+
+    Looked for as Spark's launcher (``bin/spark-class``) looks: ``$JAVA_HOME/bin/java`` when JAVA_HOME is set,
+    else ``java`` on PATH. Under spark-submit (``PYSPARK_GATEWAY_PORT`` set) the JVM is already running.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    home = env.get("JAVA_HOME")
+    if home:
+        java = str(Path(home) / "bin" / "java")
+        if not os.access(java, os.X_OK):
+            return f"JAVA_HOME is {home}, but {java} is not there: Spark needs Java {JAVA_MIN}+; {JAVA_HINT}"
+    else:
+        found = shutil.which("java", path=env.get("PATH", os.defpath))
+        if found is None:
+            return (
+                f"Spark needs Java {JAVA_MIN} or newer, and there is no java here (JAVA_HOME is not set and no "
+                f"java is on PATH): {JAVA_HINT}"
+            )
+        java = found
+    try:
+        ran = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, env=dict(env), check=False)
+    except (OSError, subprocess.TimeoutExpired) as failure:
+        return f"{java} -version failed ({failure}): Spark needs Java {JAVA_MIN}+; {JAVA_HINT}"
+    said = ran.stderr + ran.stdout
+    version = java_version(said)
+    if version is None:
+        first = said.strip().splitlines()[0] if said.strip() else "nothing"
+        return f"{java} -version said {first!r}, not a version: Spark needs Java {JAVA_MIN}+; {JAVA_HINT}"
+    if version < JAVA_MIN:
+        return f"{java} is Java {version}, and Spark needs Java {JAVA_MIN} or newer: {JAVA_HINT}"
+    return None
+
+
+def no_event_message(lines: int, where: str, kinds: str = "") -> str:
+    """Why there is nothing to analyse: ``lines`` lines of ``where``, none an event (``kinds``: what they were)."""
+    said = f"none of the {lines:,} lines of {where} was an event" + (f" ({kinds})" if kinds else "")
+    if not lines:
+        said = f"{where}: no lines at all, so no events"
+    return f"{said}. {EVENT_HELP}"
+
+
+def no_events(inputs: Sequence[Mapping[str, Any]], patterns: Sequence[str]) -> str | None:
+    """The message for an analysed input in which no line was an event (the job's input report: rows of
+    ``kind`` and ``count``), or None."""
+    counts = {str(row["kind"]): int(row["count"] or 0) for row in inputs}
+    if counts.get("parsed", 0) > 0:
+        return None
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in counts.items() if kind not in ("lines", "parsed") and n)
+    return no_event_message(counts.get("lines", 0), ", ".join(patterns), kinds)
+
+
+def surely_no_events(patterns: Sequence[str]) -> str | None:
+    """The message for small local inputs of which no line is a JSON object, found without Spark; else None.
+
+    Only a sure answer: every pattern a local path or glob of plain, uncompressed files, ``PRECHECK_BYTES`` in
+    all at most, and not one line starting with ``{`` (an event is a JSON object). Anything else is left to the
+    job, whose input report says what every line was.
+    """
+    files: list[Path] = []
+    for pattern in patterns:
+        if "://" in pattern or pattern.startswith("file:") or "{" in pattern:
+            return None
+        for name in sorted(glob.glob(pattern)):
+            path = Path(name)
+            if not path.is_file() or path.name.lower().endswith(COMPRESSED):
+                return None
+            files.append(path)
+    if not files or sum(p.stat().st_size for p in files) > PRECHECK_BYTES:
+        return None
+    lines = 0
+    for path in files:
+        with path.open("rb") as text:
+            for line in text:
+                if line.lstrip().startswith(b"{"):
+                    return None
+                lines += 1
+    return no_event_message(lines, ", ".join(patterns), f"{lines:,} not JSON objects" if lines else "")

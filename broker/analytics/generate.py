@@ -16,14 +16,18 @@ generation must not need it.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
 
 from broker.analytics.synthetic.scenario import SimulatedBroker
 from broker.analytics.synthetic.world import P_CONSUMER_GROUP, Group, group_ids
@@ -32,6 +36,12 @@ __all__ = ["GenerateResult", "add_arguments", "add_options", "generate", "main",
 
 #: 2026-01-01T00:00:00Z: where the logs' clock starts unless told otherwise.
 DEFAULT_START_MS = 1_767_225_600_000
+#: Seconds between progress lines; a run shorter than this prints none.
+PROGRESS_EVERY_S = 1.0
+PROGRAM = "generate-events"
+
+#: In a worker process (``jobs`` > 1): the events written so far by every worker, a shared counter.
+_shared: Any = None
 
 
 @dataclass
@@ -62,12 +72,88 @@ def _generate_one(
     bad_lines: int,
     start_ms: int,
     consumer_share: float,
+    add: Callable[[int], None] | None = None,
 ) -> tuple[int, int, int, int]:
     rng = random.Random(f"{seed}:{index}")
     group_list = [Group(gid, rng, consumer_share) for gid in group_ids(groups, index, files)]
     broker = SimulatedBroker(Path(path), rng, group_list, events, restarts, bad_lines, start_ms)
+    if add is None and _shared is not None:
+        add = _add_shared
+    if add is not None:
+        broker.tally = _deltas(add)
     broker.run()
     return broker.count, broker.bad, broker.bytes, broker.runs
+
+
+def _deltas(add: Callable[[int], None]) -> Callable[[int], None]:
+    """A broker's running count of events as increments, for a counter several files add to."""
+    last = 0
+
+    def tally(count: int) -> None:
+        nonlocal last
+        add(count - last)
+        last = count
+
+    return tally
+
+
+def _init_worker(counter: Any) -> None:
+    global _shared
+    _shared = counter
+
+
+def _add_shared(n: int) -> None:
+    with _shared.get_lock():
+        _shared.value += n
+
+
+class Counter:
+    """The events written so far, in this process: the generating thread adds, the progress thread reads."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def add(self, n: int) -> None:
+        self.value += n  # one writer thread: no lock needed for the reader's occasional, approximate look
+
+
+class ProgressLines:
+    """A line on ``stream`` every ``every_s`` while generation runs: events written so far and the rate.
+
+    Nothing for a run shorter than ``every_s``. A daemon thread reads ``written`` (a count the generation adds
+    to), so the generating loop pays one call per write of a few thousand lines, nothing per event.
+    """
+
+    def __init__(self, written: Callable[[], int], target: int, stream: TextIO, every_s: float | None = None) -> None:
+        self.written = written
+        self.target = target
+        self.stream = stream
+        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
+        self.lines = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="generate-progress", daemon=True)
+        self._started = time.monotonic()
+
+    def __enter__(self) -> ProgressLines:
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            n = self.written()
+            seconds = time.monotonic() - self._started
+            share = f" ({100 * n / self.target:.0f}%)" if self.target else ""
+            print(
+                f"{PROGRAM}: {n:,} of ~{self.target:,} events{share}, {n / seconds:,.0f} events/s",
+                file=self.stream,
+                flush=True,
+            )
+            self.lines += 1
 
 
 def generate(
@@ -82,6 +168,7 @@ def generate(
     start_ms: int = DEFAULT_START_MS,
     jobs: int = 1,
     consumer_share: float = P_CONSUMER_GROUP,
+    progress: TextIO | None = None,
 ) -> GenerateResult:
     """Write a synthetic event log (the format version of ``broker/events/names.py``) of about ``events`` events
     (it ends at a step boundary), classic and consumer groups.
@@ -91,7 +178,8 @@ def generate(
     at least 3 per file). ``restarts`` is the number of broker restarts in each file (each starts a new run);
     ``bad_lines`` the number of malformed lines mixed into each file, for the reader's input report. ``jobs``
     writes that many files at once, in separate processes. ``consumer_share``: the share of the groups that are
-    KIP-848 consumer groups (0 to 1).
+    KIP-848 consumer groups (0 to 1). ``progress``: where to write a line a second while it runs (events so
+    far, the rate; nothing if it takes less), or None for none.
     """
     if events < 1:
         raise ValueError("events must be at least 1")
@@ -125,11 +213,22 @@ def generate(
         for k, p in enumerate(paths)
     ]
     started = time.perf_counter()
-    if jobs > 1 and files > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, files)) as pool:
-            results = list(pool.map(_generate_one_args, tasks))
-    else:
-        results = [_generate_one(*task) for task in tasks]
+    parallel = jobs > 1 and files > 1
+    # Progress: the workers add to a counter shared between processes, or the one loop here to a plain one.
+    shared = multiprocessing.Value("q", 0) if parallel and progress is not None else None
+    local = Counter()
+    written: Callable[[], int] = (lambda: int(shared.value)) if shared is not None else (lambda: local.value)
+    reporting: AbstractContextManager[object] = (
+        ProgressLines(written, sum(t[1] for t in tasks), progress) if progress is not None else nullcontext()
+    )
+    with reporting:
+        if parallel:
+            workers = min(jobs, files)
+            with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(shared,)) as pool:
+                results = list(pool.map(_generate_one_args, tasks))
+        else:
+            add = local.add if progress is not None else None
+            results = [_generate_one(*task, add) for task in tasks]
     seconds = time.perf_counter() - started
     return GenerateResult(
         paths=paths,
@@ -164,6 +263,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--consumer-share", type=float, default=P_CONSUMER_GROUP, metavar="P",
         help=f"share of the groups that are KIP-848 consumer groups (default {P_CONSUMER_GROUP})",
     )  # fmt: skip
+    parser.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        help="a line a second on stderr while it runs (default: when stderr is a terminal)",
+    )  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -182,6 +285,8 @@ def run(
     with flags of its own (``group-broker analyze --generate N``) passes them and adds only ``add_options``.
     """
     target = args.out if out is None else out
+    wanted = getattr(args, "progress", None)
+    progress = sys.stderr if (wanted if wanted is not None else sys.stderr.isatty()) else None
     result = generate(
         target,
         args.events if events is None else events,
@@ -193,6 +298,7 @@ def run(
         start_ms=args.start_ms,
         jobs=args.jobs,
         consumer_share=args.consumer_share,
+        progress=progress,
     )
     where = str(result.paths[0]) if len(result.paths) == 1 else f"{len(result.paths)} files in {target}"
     print(

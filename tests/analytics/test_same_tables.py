@@ -26,12 +26,14 @@ FILES = 2
 
 #: table -> (rows, sha256 of the canonical rows): the job as of 2026-11-27, before issue 17.
 EXPECTED: dict[str, tuple[int, str]] = {
-    "input": (8, "4aab2d8ff5291f3a190a34f1a40e18a15d12d8f638d6dcf292ce656d16333137"),
+    # input and summary.json quote the bad lines, which say since issue 18 that generate-events injected them:
+    # the events around them and the four tables made of the events are the same.
+    "input": (8, "fbabc3bbfc49d6ee2f5b44714fc45c9809e58f3a47a6d06a7c179390f2485f41"),
     "rebalances": (337, "3d2671ff103827807df4b4a09b971db23742460b816975b9e746cbb4e80d741b"),
     "members": (299, "b95d73cf2b5e1f7743659fd758e6095be0851991f946a2f0ce9f8e2e5c0b39bb"),
     "ownership": (2951, "cb37a3b423ef8c053a196cc1b54970c9957a1e5e62556c4c75a28a8dff0a3ba0"),
     "summary": (9, "98d0d5b9ecebad86e17112e247990cf8aa9b2ad8a700add120cd0a48fb66d057"),
-    "summary.json": (1, "b0855580f9cf19d0f5b46be868f54f13432ed2eaccf5f1a07bb4c6e1ff1c73cc"),
+    "summary.json": (1, "57ccaba905daf05d7acc894cfa3048f2a4a40973064ce73f7f66294c2dc471dc"),
 }
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from broker.analytics.schema import INPUT_KINDS
@@ -24,6 +24,13 @@ TIMELINE_ROWS_MAX = 60_000  # rebalances drawn in the timeline, over all its gro
 NICE_BUCKETS_MS = tuple(
     s * 1000 for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 )
+#: Detection bins: about this many over the spread of the values, widths a person reads (1 ms to 10 min).
+DETECTION_BINS = 60
+NICE_BINS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, *NICE_BUCKETS_MS[:10])
+#: The series the report keeps apart from the rebalance protocols: episodes that formed a group from Empty.
+FORMATION = "formation"
+#: Percentile columns of a stats row, as the summary table names them (``tables/summary.py``).
+PERCENTILES = ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))
 
 
 @dataclass
@@ -44,8 +51,18 @@ class ReportData:
     durations: list[tuple[str, int, int]] = field(default_factory=list)  # (protocol, log bin, count)
     detection_width_ms: int = 1000
     detections: list[tuple[int, int]] = field(default_factory=list)  # (bin, count)
+    detection_range: tuple[int, int] | None = None  # the shortest and longest detection, ms
     bucket_ms: int = 60_000
-    unowned: list[tuple[int, str, float, int]] = field(default_factory=list)  # (bucket, protocol, ups, rebalances)
+    # (bucket, series, ups, rebalances started): series a protocol, "none" or FORMATION; ups the unowned
+    # partition-seconds within the bucket, each episode's spread over the buckets it spans
+    unowned: list[tuple[int, str, float, int]] = field(default_factory=list)
+    # Rebalance statistics with group formation apart (``with_formation``): the summary table's columns
+    # (rebalances, rebalance_ms_*, unowned_ps_*, unowned_partition_seconds) over the rebalances after formation,
+    # over the formations, and per protocol after formation (with ``protocol``).
+    steady: dict[str, Any] | None = None
+    formation: dict[str, Any] | None = None
+    by_protocol: list[dict[str, Any]] = field(default_factory=list)
+    group_stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # the top groups', by group id
     timeline: list[dict[str, Any]] = field(default_factory=list)
     timeline_groups: list[str] = field(default_factory=list)
     slowest: list[dict[str, Any]] = field(default_factory=list)
@@ -92,7 +109,9 @@ def gather(spark: SparkSession, out_dir: str | os.PathLike[str], *, top: int = 1
 
     rebalances = _table(spark, out, "rebalances")
     if rebalances is not None:
-        _gather_rebalances(rebalances, data, top, slowest)
+        marked = with_formation(rebalances)
+        _gather_rebalances(marked, data, top, slowest)
+        _gather_stats(marked, data)
 
     members = _table(spark, out, "members")
     if members is not None:
@@ -117,30 +136,21 @@ def _gather_rebalances(rebalances: DataFrame, data: ReportData, top: int, slowes
     }
     protocol = F.coalesce(F.col("rebalance_protocol"), F.lit("none"))
 
-    # Durations on a log scale: 10 bins a decade, from 1 ms.
+    series = F.when(F.col(FORMATION), F.lit(FORMATION)).otherwise(protocol)
+
+    # Durations on a log scale: 10 bins a decade, from 1 ms; formations a series of their own.
     finished = rebalances.where(F.col("duration_ms").isNotNull())
     log_bin = F.floor(F.log10(F.greatest(F.col("duration_ms"), F.lit(1)).cast("double")) * DURATION_BINS_PER_DECADE)
     data.durations = [
         (row["protocol"], int(row["bin"]), int(row["count"]))
-        for row in finished.groupBy(protocol.alias("protocol"), log_bin.cast("int").alias("bin")).count().collect()
+        for row in finished.groupBy(series.alias("protocol"), log_bin.cast("int").alias("bin")).count().collect()
     ]
 
-    # Unowned partitions over time: each rebalance's partition-seconds land in the bucket it started in (rebalances
-    # last seconds, buckets minutes or more); their sum over the bucket's length is the average number unowned.
     if data.first_ms is not None and data.last_ms is not None:
         wanted = (data.last_ms - data.first_ms + 1) / TIME_BUCKETS
         width = next((w for w in NICE_BUCKETS_MS if w >= wanted), math.ceil(wanted / 86_400_000) * 86_400_000)
         data.bucket_ms = width
-        bucket = F.floor((F.col("start_ms") - F.lit(data.first_ms)) / F.lit(width)).cast("int")
-        rows = (
-            rebalances.groupBy(bucket.alias("bucket"), protocol.alias("protocol"))
-            .agg(
-                F.sum(F.coalesce("unowned_partition_seconds", F.lit(0.0))).alias("ups"),
-                F.count("*").alias("rebalances"),
-            )
-            .collect()
-        )
-        data.unowned = [(int(r["bucket"]), r["protocol"], float(r["ups"]), int(r["rebalances"])) for r in rows]
+        data.unowned = _unowned_buckets(rebalances, series, data.first_ms, width)
 
     # The timeline: the busiest groups' generations (top by rebalances), capped in rows.
     lanes = min(top, 8)
@@ -163,17 +173,128 @@ def _gather_rebalances(rebalances: DataFrame, data: ReportData, top: int, slowes
         "outcome", "members_before", "members_after", "partitions_moved", "partitions_unowned",
         "unowned_partition_seconds", "rebalance_protocol",
     ]  # fmt: skip
-    slow = finished.orderBy(F.desc("duration_ms"), "group_id", "start_ms").limit(slowest).select(*columns)
+    # The slowest after formation: a formation waits out the initial delay by design (KIP-134).
+    slow = (
+        finished.where(~F.col(FORMATION))
+        .orderBy(F.desc("duration_ms"), "group_id", "start_ms")
+        .limit(slowest)
+        .select(*columns)
+    )
     data.slowest = [row.asDict() for row in slow.collect()]
+
+
+def with_formation(rebalances: DataFrame) -> DataFrame:
+    """The rebalances with ``formation``: the episode formed the group from Empty.
+
+    The table has no column for it: an episode forms the group when it leaves generation (group epoch) 0, a new
+    group, or when the episode before it in its (group, run) ended ``empty``. Classic groups wait
+    ``group.initial.rebalance.delay.ms`` then (3 s by default, KIP-134; docs/spec/group-coordinator.md), and
+    nobody owned anything before, so every partition is unowned all along: those episodes would dominate the
+    percentiles and the unowned time, and blur eager against cooperative, which differ in what a *change* to a
+    formed group costs. Consumer groups (KIP-848) have no initial delay, but their first target assigns every
+    partition from nobody (docs/spec/consumer-groups.md section 4.11): kept apart alike.
+    """
+    order = Window.partitionBy("group_id", "run_id").orderBy("start_ms", F.col("end_ms").asc_nulls_last())
+    after_empty = F.coalesce(F.lag("outcome").over(order) == "empty", F.lit(False))
+    new_group = F.coalesce(F.col("previous_generation") == 0, F.lit(False))
+    return rebalances.withColumn(FORMATION, new_group | after_empty)
+
+
+def _unowned_buckets(
+    rebalances: DataFrame, series: Column, first_ms: int, width: int
+) -> list[tuple[int, str, float, int]]:
+    """Unowned partition-seconds per time bucket and series, and the rebalances started in each.
+
+    An episode's partition-seconds are spread evenly over the time it lasted, each bucket getting the share of
+    its overlap: a bucket's sum over its length is then the mean number of partitions unowned in it, never more
+    than those subscribed (issue 18: all of an episode in the bucket it started in showed 75 unowned for 12).
+    """
+    start, end = F.col("start_ms"), F.col("end_ms")
+    ups = F.col("unowned_partition_seconds")
+    spread = rebalances.where(end.isNotNull() & (ups > 0)).select(
+        series.alias("series"),
+        start.alias("s"),
+        end.alias("e"),
+        ups.alias("ups"),
+        F.explode(
+            F.sequence(
+                F.floor((start - F.lit(first_ms)) / F.lit(width)),
+                F.floor((F.greatest(end - F.lit(1), start) - F.lit(first_ms)) / F.lit(width)),
+            )
+        ).alias("bucket"),
+    )
+    lower = F.lit(first_ms) + F.col("bucket") * F.lit(width)
+    overlap = F.least(F.col("e"), lower + F.lit(width)) - F.greatest(F.col("s"), lower)
+    share = F.when(F.col("e") > F.col("s"), overlap / (F.col("e") - F.col("s"))).otherwise(F.lit(1.0))
+    spread_rows = (
+        spread.groupBy(F.col("bucket").cast("int").alias("bucket"), "series")
+        .agg(F.sum(F.col("ups") * share).alias("ups"))
+        .collect()
+    )
+    bucket = F.floor((start - F.lit(first_ms)) / F.lit(width)).cast("int")
+    started = rebalances.groupBy(bucket.alias("bucket"), series.alias("series")).count().collect()
+    found: dict[tuple[int, str], list[float]] = {}
+    for row in spread_rows:
+        found.setdefault((int(row["bucket"]), row["series"]), [0.0, 0])[0] = float(row["ups"])
+    for row in started:
+        found.setdefault((int(row["bucket"]), row["series"]), [0.0, 0])[1] = int(row["count"])
+    return sorted((b, name, ups_, int(n)) for (b, name), (ups_, n) in found.items())
+
+
+def _stats(stable: Column) -> list[Column]:
+    """The summary table's rebalance columns, over the rows of ``stable`` for the percentiles (as
+    ``tables/summary.py``: durations and unowned time of episodes that ended Stable)."""
+    columns = [F.count("*").alias("rebalances")]
+    for prefix, column in (("rebalance_ms", "duration_ms"), ("unowned_ps", "unowned_partition_seconds")):
+        values = F.percentile(F.when(stable, F.col(column)), [p for p, _ in PERCENTILES])
+        columns += [F.round(values.getItem(i), 3).alias(f"{prefix}_{name}") for i, (_, name) in enumerate(PERCENTILES)]
+        columns.append(F.round(F.max(F.when(stable, F.col(column))).cast("double"), 3).alias(f"{prefix}_max"))
+    columns.append(
+        F.round(F.coalesce(F.sum("unowned_partition_seconds"), F.lit(0.0)), 3).alias("unowned_partition_seconds")
+    )
+    return columns
+
+
+def _gather_stats(rebalances: DataFrame, data: ReportData) -> None:
+    """Statistics with formation apart: after it, of it, per protocol after it, and for the top groups."""
+    stable = F.col("outcome") == "stable"
+    by_kind = rebalances.groupBy(F.col(FORMATION).alias("f")).agg(*_stats(stable)).collect()
+    empty: dict[str, Any] = {"rebalances": 0, "unowned_partition_seconds": 0.0}
+    kinds = {bool(row["f"]): {k: v for k, v in row.asDict().items() if k != "f"} for row in by_kind}
+    data.steady = kinds.get(False, empty)
+    data.formation = kinds.get(True, empty)
+    protocol = F.coalesce(F.col("rebalance_protocol"), F.lit("none"))
+    per = rebalances.where(~F.col(FORMATION)).groupBy(protocol.alias("protocol")).agg(*_stats(stable))
+    data.by_protocol = [row.asDict() for row in per.collect()]
+    if data.groups:
+        wanted = [str(g["group_id"]) for g in data.groups]
+        mine = rebalances.where(F.col("group_id").isin(wanted))
+        steady = mine.where(~F.col(FORMATION)).groupBy("group_id").agg(*_stats(stable))
+        formed = mine.groupBy("group_id").agg(
+            F.sum(F.col(FORMATION).cast("int")).alias("formations"),
+            F.round(F.sum(F.when(F.col(FORMATION), F.col("unowned_partition_seconds"))), 3).alias("formation_ups"),
+        )
+        rows = formed.join(steady, ["group_id"], "left").collect()
+        data.group_stats = {row["group_id"]: row.asDict() for row in rows}
+
+
+def detection_width(low: int, high: int) -> int:
+    """A bin width for detections from ``low`` to ``high`` ms: about ``DETECTION_BINS`` over their spread, and
+    narrow beside the values when they are (nearly) all the same (issue 18: every expiry at 3,001 ms made one
+    bar as wide as the chart), at least a two-hundredth of the longest."""
+    wanted = max((high - low) / DETECTION_BINS, high / 200, 1)
+    return next((w for w in NICE_BINS_MS if w >= wanted), math.ceil(wanted / 600_000) * 600_000)
 
 
 def _gather_detections(members: DataFrame, data: ReportData) -> None:
     expired = members.where((F.col("end") == "expired") & F.col("since_last_heartbeat_ms").isNotNull())
-    top = expired.agg(F.max("since_last_heartbeat_ms").alias("max")).collect()[0]["max"]
+    span = expired.agg(F.min("since_last_heartbeat_ms").alias("min"), F.max("since_last_heartbeat_ms").alias("max"))
+    low, top = span.collect()[0]
     if top is None:
         return
-    # Whole seconds wide, about 60 bins up to the longest; session timeouts show as spikes.
-    width = max(1000, math.ceil(int(top) / 60 / 1000) * 1000)
+    # Session timeouts show as spikes; the plot's axis spans the values, not zero to the longest.
+    width = detection_width(int(low), int(top))
     data.detection_width_ms = width
+    data.detection_range = (int(low), int(top))
     binned = expired.groupBy(F.floor(F.col("since_last_heartbeat_ms") / F.lit(width)).cast("int").alias("bin")).count()
     data.detections = sorted((int(row["bin"]), int(row["count"])) for row in binned.collect())

@@ -12,8 +12,15 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from broker.analytics.report.gather import DURATION_BINS_PER_DECADE, ReportData
-from broker.analytics.report.style import CAUSE_COLORS, OTHER, PROTOCOL_COLORS, PROTOCOLS, duration
+from broker.analytics.report.gather import DURATION_BINS_PER_DECADE, FORMATION, ReportData
+from broker.analytics.report.style import (
+    CAUSE_COLORS,
+    FORMATION_COLOR,
+    OTHER,
+    PROTOCOL_COLORS,
+    PROTOCOLS,
+    duration,
+)
 
 #: The plots, in page order: file stem -> title.
 PLOTS = {
@@ -23,6 +30,10 @@ PLOTS = {
     "generations_timeline": "Generations per group",
 }
 DURATION_TICKS_MS = (1, 10, 100, 1000, 10_000, 60_000, 600_000, 3_600_000)
+#: The series of the duration and unowned plots, in order: the protocols, episodes without one, formations.
+SERIES = (*PROTOCOLS, "none", FORMATION)
+SERIES_LABELS = {"none": "no protocol", FORMATION: "group formation (from Empty)"}
+SERIES_COLORS = {**PROTOCOL_COLORS, FORMATION: FORMATION_COLOR}
 
 
 def _days(ms: float) -> float:
@@ -58,7 +69,7 @@ def _plot_durations(data: ReportData) -> Figure:
     low = min(b for _, b, _ in data.durations)
     high = max(b for _, b, _ in data.durations) + 1
     edges = [10 ** (b / DURATION_BINS_PER_DECADE) for b in range(low, high + 1)]
-    order = [*PROTOCOLS, *sorted({p for p, _, _ in data.durations} - set(PROTOCOLS))]
+    order = [*SERIES, *sorted({p for p, _, _ in data.durations} - set(SERIES))]
     for name in order:
         counts = dict.fromkeys(range(low, high), 0)
         for protocol, b, n in data.durations:
@@ -67,11 +78,12 @@ def _plot_durations(data: ReportData) -> Figure:
         total = sum(counts.values())
         if not total:
             continue
-        label = {"none": "ended Empty or deleted (no protocol)"}.get(name, name)
-        color = PROTOCOL_COLORS.get(name, OTHER)
+        label = {"none": "ended Empty or deleted (no protocol)"}.get(name, SERIES_LABELS.get(name, name))
+        color = SERIES_COLORS.get(name, OTHER)
         values = [counts[b] for b in range(low, high)]
-        axes.stairs(values, edges, fill=True, alpha=0.18, color=color)
-        axes.stairs(values, edges, color=color, linewidth=1.6, label=f"{label} ({total:,})")
+        style = "--" if name == FORMATION else "-"
+        axes.stairs(values, edges, fill=True, alpha=0.10 if name == FORMATION else 0.18, color=color)
+        axes.stairs(values, edges, color=color, linewidth=1.6, linestyle=style, label=f"{label} ({total:,})")
     axes.set_xscale("log")
     ticks = [t for t in DURATION_TICKS_MS if edges[0] / 2 <= t <= edges[-1] * 2]
     axes.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
@@ -79,9 +91,10 @@ def _plot_durations(data: ReportData) -> Figure:
     axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes.set_xlabel("duration (log scale)", color="#444444")
     axes.set_ylabel("rebalances", color="#444444")
-    if data.overall:
+    stats = data.steady if data.steady is not None else data.overall  # the percentiles after formation
+    if stats:
         for key, style in (("rebalance_ms_p50", "--"), ("rebalance_ms_p99", ":")):
-            value = data.overall.get(key)
+            value = stats.get(key)
             if value:
                 axes.axvline(value, color="#333333", linestyle=style, linewidth=1)
                 axes.annotate(
@@ -113,8 +126,27 @@ def _plot_detections(data: ReportData) -> Figure:
         color="#d62728",
         alpha=0.75,
         edgecolor="white",
-        linewidth=0.5,
+        linewidth=0.5 if len(data.detections) > 1 else 0,
     )
+    if data.detection_range is not None:
+        # The axis spans the values (and a margin), with bins narrow beside it: all-equal values are a spike at
+        # their value, not one bar as wide as the chart (issue 18).
+        low, high = (ms / 1000 for ms in data.detection_range)
+        pad = max((high - low) * 0.05, high * 0.05, 2 * width)
+        axes.set_xlim(max(0.0, low - pad), high + width + pad)
+        if low == high:
+            total = sum(n for _, n in data.detections)
+            axes.set_ylim(top=total * 1.2)
+            axes.annotate(
+                f"all {total:,} at {data.detection_range[0]:,} ms",
+                (low + width / 2, total),
+                xytext=(0, 4),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=9,
+                color="#333333",
+            )
     axes.set_xlabel("time from the last heartbeat to the eviction (s)", color="#444444")
     axes.set_ylabel("expired members", color="#444444")
     return figure
@@ -131,15 +163,15 @@ def _plot_unowned(data: ReportData) -> Figure:
     stacks: list[list[float]] = []
     labels: list[str] = []
     colors: list[str] = []
-    for name in (*PROTOCOLS, "none"):
+    for name in SERIES:
         per = dict.fromkeys(buckets, 0.0)
         for b, protocol, ups, _ in data.unowned:
             if protocol == name:
                 per[b] += ups / seconds
         if any(per.values()):
             stacks.append([per[b] for b in buckets])
-            labels.append({"none": "no protocol"}.get(name, name))
-            colors.append(PROTOCOL_COLORS.get(name, OTHER))
+            labels.append(SERIES_LABELS.get(name, name))
+            colors.append(SERIES_COLORS.get(name, OTHER))
     started = dict.fromkeys(buckets, 0)
     for b, _, _, n in data.unowned:
         started[b] += n

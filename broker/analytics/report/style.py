@@ -11,6 +11,8 @@ OTHER = "#8c8c8c"
 #: The rebalance protocols, in the order the report shows them: classic eager and cooperative, then consumer.
 PROTOCOLS = ("eager", "cooperative", "consumer")
 PROTOCOL_COLORS = {"eager": EAGER, "cooperative": COOPERATIVE, "consumer": CONSUMER}
+#: Episodes that formed a group from Empty (``report/gather.py``'s ``with_formation``): a series of their own.
+FORMATION_COLOR = "#9467bd"
 #: By rebalance cause (``rebalance_started.cause``, or a consumer group's ``group_epoch_bumped.cause``: the
 #: analysis calls a new member's bump ``member_joined`` too; docs/events.md, docs/analytics.md).
 CAUSE_COLORS = {

@@ -18,6 +18,11 @@ _HEAD = f'{{"v":{FORMAT_VERSION},"seq":'
 _PSTR = [str(i) for i in range(4096)]
 #: Rendered assignments kept at most: cooperative groups can make many distinct lists.
 RENDERED_MAX = 200_000
+#: What ``--bad-lines`` writes, each plainly noise: a line of text, the tail of a torn record, a hand-written
+#: record's group (and its mistyped seq and ts_ms).
+INJECTED_TEXT = "not an event: injected by generate-events --bad-lines"
+INJECTED_TORN = "<- a torn record: injected by generate-events --bad-lines"
+INJECTED_GROUP = "injected-by-generate-events--bad-lines"
 
 
 class LogWriter:
@@ -61,17 +66,28 @@ class LogWriter:
         out.write(text)
 
     def bad_line(self) -> None:
-        """A line a reader must reject and report, without taking a seq (it is not a record of this run)."""
+        """A line a reader must reject and report, without taking a seq (it is not a record of this run).
+
+        Each says it was injected (issue 18): ``analyze`` quotes bad lines as examples, and a quoted line that
+        reads like a real failure (a JVM error, say) sends a reader after a crash that never happened. The draws
+        are the same as they always were (one for the kind, one more for a torn write's length), so a seed writes
+        the same events around its bad lines.
+        """
         kind = self.r(0, 3)
         last = self.buf[-1] if self.buf else f'{_HEAD}1,"ts_ms":0,"run_id":"x","event":"{GROUP_CREATED}"}}\n'
-        if kind == 0:  # a torn write: the start of a record, cut short
-            line = last[: self.r(10, max(len(last) - 2, 11))] + "\n"
+        if kind == 0:  # a torn write: the start of a record, cut short (its closing brace is always cut off)
+            line = last[: self.r(10, max(len(last) - 2, 11))] + f" {INJECTED_TORN}\n"
         elif kind == 1:  # not JSON at all
-            line = "java.lang.OutOfMemoryError: Java heap space\n"
-        else:  # a record without its seq and ts_ms, as if written by hand
+            line = f"{INJECTED_TEXT}\n"
+        elif self.bad % 2 == 0:  # a record without its seq and ts_ms, as if written by hand
             line = (
                 f'{{"v":{FORMAT_VERSION},"run_id":"{self.run_id}","event":"{GROUP_CREATED}",'
-                '"group_id":"hand-written"}\n'
+                f'"group_id":"{INJECTED_GROUP}"}}\n'
+            )
+        else:  # a record whose seq and ts_ms have the wrong types
+            line = (
+                f'{{"v":{FORMAT_VERSION},"seq":"{INJECTED_GROUP}","ts_ms":"{INJECTED_GROUP}",'
+                f'"run_id":"{self.run_id}","event":"{GROUP_CREATED}","group_id":"{INJECTED_GROUP}"}}\n'
             )
         self.buf.append(line)
         self.bad += 1

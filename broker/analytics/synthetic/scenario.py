@@ -83,6 +83,8 @@ class SimulatedBroker(ConsumerCoordinator):
         # The bad lines' places are drawn before the first run id: the order of the draws is the seed's log.
         self.bad_at = sorted(self.r(1, max(events, 2)) for _ in range(bad_lines))
         self.checkpoint = min(self.restart_at[:1] + self.bad_at[:1] + [events])
+        #: Told the events written so far at each write (``generate``'s progress lines), if set.
+        self.tally: Callable[[int], None] | None = None
         self.new_run()
         self.handlers: list[Callable[[Group, Any], None]] = [
             self._start,
@@ -128,7 +130,11 @@ class SimulatedBroker(ConsumerCoordinator):
                     self.checkpoint = min(restart_at[:1] + bad_at[:1] + [self.target])
                 if len(self.buf) >= FLUSH_LINES:
                     self.flush(out)
+                    if self.tally is not None:
+                        self.tally(count)
             self.flush(out)
+            if self.tally is not None:
+                self.tally(self.count)
 
     def _restart_broker(self) -> None:
         rng = self.rng
