@@ -45,6 +45,36 @@ def test_quick_start_example(tmp_path: Path, example: str) -> None:
     assert any(e["event"] == "rebalance_started" and e["group_id"].startswith("quickstart") for e in events)
 
 
+@pytest.mark.timeout(240)
+def test_quick_start_examples_one_after_another_on_one_broker(tmp_path: Path) -> None:
+    """Issue 18: a new user runs the README's examples in turn against the one broker. Each new group reads the
+    topic from the start; each example consumes and prints its own ten records and says how many older ones it
+    skipped (before, the second printed twenty and the confluent one stopped after ten records of earlier runs)."""
+    broker = start_broker_process(tmp_path, "--topic", "quickstart:4")
+    try:
+        runs = [
+            subprocess.run(
+                [sys.executable, str(ROOT / "examples" / example), broker.bootstrap],
+                capture_output=True,
+                text=True,
+                timeout=70,
+            )
+            for example in [*EXAMPLES, EXAMPLES[0]]
+        ]
+    finally:
+        broker.stop()
+    # The last re-runs the first group: its committed offsets pass its own first ten, not the other two examples'.
+    for run, skipped in zip(runs, [0, 10, 20, 20], strict=True):
+        assert run.returncode == 0, run.stderr[-3000:]
+        consumed = re.findall(r"^consumed quickstart-\d@\d+: b'record (\d)'$", run.stdout, re.MULTILINE)
+        assert sorted(int(value) for value in consumed) == list(range(10)), run.stdout
+        if skipped:
+            assert f"\nskipped {skipped} records of earlier runs\n" in run.stdout, run.stdout
+        else:
+            assert "skipped" not in run.stdout, run.stdout
+        assert "first member owns [0, 1, 2, 3]" in run.stdout, run.stdout
+
+
 @pytest.mark.timeout(120)
 def test_exactly_once_example(tmp_path: Path) -> None:
     """The README's transactions example: a committed, an aborted and a retried transaction, read both ways."""
@@ -66,6 +96,33 @@ def test_exactly_once_example(tmp_path: Path) -> None:
     events = [json.loads(line) for line in broker.log().splitlines() if line.startswith("{")]
     endings = [e["event"] for e in events if e["event"] in ("transaction_committed", "transaction_aborted")]
     assert endings == ["transaction_committed", "transaction_aborted", "transaction_committed"]
+
+
+@pytest.mark.timeout(180)
+def test_exactly_once_example_twice_on_the_run_it_broker(tmp_path: Path) -> None:
+    """Issue 18: on the README's `serve --topic orders:6` (orders-out auto-created with 1 partition) the example
+    once counted 3 of 6 partitions ("committed 5 of 10"); it reads the partitions from the broker and counts only
+    its own run's records, so a second run prints the same."""
+    broker = start_broker_process(tmp_path, "--topic", "orders:6")
+    try:
+        runs = [
+            subprocess.run(
+                [sys.executable, str(ROOT / "examples" / "exactly_once_confluent.py"), broker.bootstrap],
+                capture_output=True,
+                text=True,
+                timeout=80,
+            )
+            for _ in range(2)
+        ]
+    finally:
+        broker.stop()
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert run.stdout == (
+            "committed 5 records\naborted 5 records\ncommitted 5 records\n"
+            "the group committed 10 of 10 input offsets\n"
+            "read_committed sees 10 records, 10 distinct\nread_uncommitted sees 15 records\n"
+        )
 
 
 LIBRARIES = {
