@@ -15,7 +15,7 @@ import argparse
 from typing import Any
 
 from broker.chaos import CLIENTS
-from broker.control.client import DEFAULT_URL, URL_ENV
+from broker.control.client import URL_ENV
 
 GROUP_PROTOCOLS = ("classic", "consumer")
 #: The one client library that speaks the consumer protocol (librdkafka 2.12+: docs/spec/consumer-groups.md 12).
@@ -88,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     where.add_argument(
         "--admin", default=None, metavar="URL",
-        help=f"its control API, with --bootstrap [env {URL_ENV}; default {DEFAULT_URL}]",
+        help=f"its control API, with --bootstrap [env {URL_ENV}; default: asked of the broker at --bootstrap]",
     )  # fmt: skip
 
     output = parser.add_argument_group("output")
