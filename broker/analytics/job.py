@@ -10,6 +10,7 @@ importable by the driver: installed, or shipped with ``--py-files``). Without ``
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import sys
 import time
@@ -18,19 +19,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
+from pyspark import SparkContext, StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from broker.analytics import TABLES, read
-from broker.analytics.arguments import DESCRIPTION, PROGRAM, add_arguments, error, inputs_exist
+from broker.analytics import archive as class_archive
+from broker.analytics.arguments import DESCRIPTION, PROGRAM, add_arguments, error, inputs_exist, no_events
 from broker.analytics.progress import Progress, StatusReporter, quiet, stderr_progress
 from broker.analytics.schema import INPUT, INPUT_KINDS
 from broker.analytics.session import (
     DEFAULT_MASTER,
+    SMALL_INPUT_BYTES,
     build_session,
     local_driver_memory,
+    local_input_bytes,
     shuffle_partitions_for,
+    small_input_settings,
     under_spark_submit,
 )
 from broker.analytics.tables import build, sequence_events
@@ -44,6 +49,7 @@ from broker.events.names import FORMAT_VERSION
 #: windows' columns, PruneFilters alone took 10 s to optimise the events' plan, for any input size (issue 17). The
 #: job's filters are all explicit; nothing it needs comes from inferred ones.
 CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
+COALESCE = "spark.sql.adaptive.coalescePartitions.enabled"
 
 
 @dataclass
@@ -56,6 +62,8 @@ class Result:
     overall: dict[str, Any] = field(default_factory=dict)
     shuffle_partitions: int = 0
     seconds: float = 0.0
+    #: The class archive the JVM this run started maps or writes at exit (``archive.py``), if any.
+    archive: class_archive.Archive | None = None
 
 
 def run(
@@ -68,17 +76,29 @@ def run(
     shuffle_partitions: int | None = None,
     spark: SparkSession | None = None,
 ) -> Result:
-    """Analyse ``inputs`` (paths, globs, URIs) into ``out``; ``spark``: use this session (tests) as it is."""
+    """Analyse ``inputs`` (paths, globs, URIs) into ``out``; ``spark``: use this session (tests) as it is.
+
+    A JVM this call starts (local mode, no ``spark.driver.extraJavaOptions`` in ``conf``) maps the class archive
+    of ``archive.py``, or writes it when this process exits (the first run with this Java and pyspark)."""
     say = progress or quiet
     started = time.monotonic()
     conf = dict(conf or {})
+    archive: class_archive.Archive | None = None
     if spark is None:
         memory = local_driver_memory(inputs)
         where = master or ("spark-submit" if under_spark_submit() else DEFAULT_MASTER)
         say(f"starting Spark ({where}, driver memory {conf.get('spark.driver.memory', memory)})")
-        spark = build_session(master, conf, memory)
+        starts_jvm = SparkContext._gateway is None and not under_spark_submit()
+        local = (master or conf.get("spark.master") or DEFAULT_MASTER).startswith("local")
+        if starts_jvm and local and "spark.driver.extraJavaOptions" not in conf:
+            archive = class_archive.plan()
+        small = local_input_bytes(inputs) <= SMALL_INPUT_BYTES
+        spark = build_session(master, conf, memory, small, archive.java_options() if archive else "")
+        if archive is not None and archive.writing is not None:
+            atexit.register(class_archive.keep, archive, say)
     with StatusReporter(spark, say) as status:
         result = _analyse(spark, inputs, out, conf, status.say, shuffle_partitions)
+    result.archive = archive
     result.seconds = round(time.monotonic() - started, 3)
     say(f"done in {result.seconds:.1f}s: {out}")
     return result
@@ -100,6 +120,8 @@ def _analyse(
         spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     if CONSTRAINTS not in conf:
         spark.conf.set(CONSTRAINTS, "false")
+    for key, value in small_input_settings(total, conf).items():
+        spark.conf.set(key, value)
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
     say(f"reading {len(files)} file(s), {total / 1024 / 1024:.1f} MiB ({partitions} shuffle partitions)")
     result = Result(out=out, shuffle_partitions=partitions)
@@ -111,7 +133,7 @@ def _analyse(
     say("ordering the events by group and run")
     sequenced = sequence_events(classified.observe(kinds, *read.kind_counts()))
     kept_rows = Observation("events")
-    events = _materialise(sequenced.events.observe(kept_rows, F.count(F.lit(1)).alias("rows")))
+    events = _materialise(sequenced.events.observe(kept_rows, F.count(F.lit(1)).alias("rows")), conf)
     observed, kept_observed = _observed(kinds), _observed(kept_rows)
     if observed is None:  # no parsed line: the shuffle was empty and AQE dropped the plan that observed it
         observed = {row[read.KIND]: row["count"] for row in classified.groupBy(read.KIND).count().collect()}
@@ -152,6 +174,7 @@ def _analyse(
         say(f"writing {name}")
         result.rows[name] = _write(outputs[name], _join(out, name))
     members.unpersist()
+    built.episodes.unpersist()
     ownership.intervals.unpersist()
     ownership.consumer.unpersist()
     # The summary reads the tables back from Parquet: nothing left to keep in memory, and a short plan.
@@ -177,14 +200,32 @@ def _observed(observation: Observation) -> dict[str, Any] | None:
         return None
 
 
-def _materialise(frame: DataFrame) -> DataFrame:
+def _materialise(frame: DataFrame, conf: Mapping[str, str]) -> DataFrame:
     """``frame`` computed once and kept (memory, then disk), as a plan of its own.
 
     A local checkpoint cuts the lineage: every table built on the events starts from this leaf, so planning them
-    no longer re-analyses the parsing and the windows behind it (seconds per table, issue 17), and the leaf keeps
-    the (group, run) partitioning and order the windows left, so windows over the same keys need no new shuffle.
+    no longer re-analyses the parsing and the windows behind it (seconds per table, issue 17).
+
+    Its partitions are the shuffle's, not fewer (unless ``conf`` sets the merging): every table's stages have as
+    many tasks as the leaf has partitions, and adaptive execution merged the 1M-event benchmark's 13 into 3,
+    which two cores ran as two tasks, then one (issue 17). The checkpoint stays under adaptive execution: without
+    it the leaf's (group, run) partitioning is known to the plans built on it (under it, ``UnknownPartitioning``:
+    each table shuffles the events again), but the rebalances then took 22 s instead of 12 s at 500,000 events
+    and 51 s instead of 18 s at 1M (most likely their joins, with no shuffle left whose size adaptive execution
+    could turn into a broadcast join; not verified).
     """
-    return frame.localCheckpoint(eager=True)
+    if COALESCE in conf:
+        return frame.localCheckpoint(eager=True)
+    spark = frame.sparkSession
+    before = spark.conf.get(COALESCE, None)
+    spark.conf.set(COALESCE, "false")
+    try:
+        return frame.localCheckpoint(eager=True)
+    finally:
+        if before is None:
+            spark.conf.unset(COALESCE)
+        else:
+            spark.conf.set(COALESCE, before)
 
 
 def _write(frame: DataFrame, path: str) -> int:
@@ -230,11 +271,12 @@ def _write_summary_json(spark: SparkSession, out: str, inputs: Sequence[str], re
 def execute(args: argparse.Namespace) -> int:
     """Run the job for a parsed command line (``arguments.add_arguments``), then the report if asked.
 
-    0: the tables (and the report) were written; 1: the job or the report failed; 2: an input matches nothing.
+    0: the tables (and the report) were written; 1: the job or the report failed; 2: an input matches nothing,
+    or no line of it was an event.
     """
     progress = None if args.quiet else stderr_progress()
     try:
-        run(
+        result = run(
             args.events, args.out, master=args.master, conf=dict(args.conf), progress=progress,
             shuffle_partitions=args.shuffle_partitions,
         )  # fmt: skip
@@ -245,6 +287,10 @@ def execute(args: argparse.Namespace) -> int:
         text = str(failure).strip()
         error(f"{type(failure).__name__}: {text.splitlines()[0] if text else ''}")
         return 1
+    empty = no_events(result.input, list(args.events))  # as `group-broker analyze` (cli.py): nothing to analyse
+    if empty is not None:
+        error(empty)
+        return 2
     if args.report:
         return render_report(args.out)
     return 0

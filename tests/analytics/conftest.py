@@ -7,6 +7,7 @@ runs the job once and checks the tables it wrote.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,12 @@ import pytest
 pyspark = pytest.importorskip("pyspark", reason="the analytics tests need pyspark (the `analytics` extra)")
 
 from pyspark.sql import SparkSession  # noqa: E402
+
+from broker.analytics.archive import ENV as CLASS_ARCHIVE  # noqa: E402
+
+# The job's subprocesses write no class archive (200 MB) under the home directory; test_cli's own does, in its
+# temporary directory.
+os.environ.setdefault(CLASS_ARCHIVE, "off")
 
 
 @pytest.fixture(scope="session")

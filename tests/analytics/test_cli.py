@@ -11,13 +11,21 @@ from pathlib import Path
 
 import pytest
 
+from broker.analytics.archive import ENV
 from broker.analytics.session import local_driver_memory
 from tests.conftest import ROOT
 
 
-def group_broker(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def group_broker(
+    *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "broker", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -28,8 +36,14 @@ def test_generate_then_analyze_with_report(tmp_path: Path) -> None:
     assert generated.returncode == 0, generated.stderr
     assert "wrote" in generated.stderr and log.stat().st_size > 0
 
-    analysed = group_broker("analyze", str(log), "--out", str(out), "--report", "--master", "local[2]")
+    # The first run with this Java and pyspark writes the JVM's class archive as it exits (issue 17, archive.py).
+    cache = tmp_path / "cache"
+    analysed = group_broker(
+        "analyze", str(log), "--out", str(out), "--report", "--master", "local[2]", env={ENV: str(cache)}
+    )
     assert analysed.returncode == 0, analysed.stderr[-3000:]
+    assert [p.suffix for p in cache.iterdir()] == [".jsa"], analysed.stderr[-3000:]  # in place, no partial left
+    assert "keeping the JVM's classes for later runs (once)" in analysed.stderr
     assert "starting Spark (local[2], driver memory 2g)" in analysed.stderr  # progress lines, with the choices
     for table in ("rebalances", "members", "ownership", "summary", "input"):
         assert any((out / table).glob("*.parquet")), table

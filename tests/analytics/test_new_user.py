@@ -95,6 +95,23 @@ def test_json_that_is_no_event_fails_after_the_job(spark: SparkSession, tmp_path
     assert no_events(job.run([str(events)], str(tmp_path / "out2"), spark=spark).input, [str(events)]) is None
 
 
+def test_spark_submit_of_the_job_fails_too_when_no_line_is_an_event(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``spark-submit job.py`` (``job.execute``) says what ``group-broker analyze`` says, and exits 2; the real job
+    runs, on the tests' session rather than a new JVM."""
+    real_run = job.run
+    monkeypatch.setattr(job, "run", lambda *args, **kwargs: real_run(*args, **{**kwargs, "spark": spark}))
+    log = write_lines(tmp_path / "other.jsonl", ['{"hello": "world"}', "plain"])
+    parser = argparse.ArgumentParser()
+    job.add_arguments(parser)
+    assert job.execute(parser.parse_args([str(log), "--out", str(tmp_path / "out"), "--quiet"])) == 2
+    assert f"none of the 2 lines of {log} was an event" in capsys.readouterr().err
+    events = tmp_path / "events.jsonl"
+    generate.generate(events, 200, seed=3)
+    assert job.execute(parser.parse_args([str(events), "--out", str(tmp_path / "o2"), "--quiet"])) == 0
+
+
 def test_analyze_without_java_says_so_before_spark(tmp_path: Path) -> None:
     log = tmp_path / "events.jsonl"
     generate.generate(log, 200, seed=3)

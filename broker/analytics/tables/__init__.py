@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 from broker.analytics.tables.events import Events, sequence_events
@@ -25,6 +26,7 @@ class Tables:
     members: DataFrame
     ownership: Ownership
     rebalances: DataFrame
+    episodes: DataFrame  # kept (persisted) while the rebalances are written: ``unpersist`` it after
 
 
 def build(events: DataFrame) -> Tables:
@@ -36,5 +38,8 @@ def build(events: DataFrame) -> Tables:
     """
     members = members_table(events)
     ownership = ownership_table(events, members)
-    rebalances = rebalances_table(episodes(events), ownership)
-    return Tables(members, ownership, rebalances)
+    # The rebalances read the episodes three times (their rows, and the bounds of the classic and the consumer
+    # groups' unowned time): kept, they are one sort and aggregate of the events, not three (issue 17).
+    episode_rows = episodes(events).persist(StorageLevel.MEMORY_AND_DISK)
+    rebalances = rebalances_table(episode_rows, ownership)
+    return Tables(members, ownership, rebalances, episode_rows)

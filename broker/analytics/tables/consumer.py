@@ -55,11 +55,33 @@ def consumer_ownership(events: DataFrame, members: DataFrame) -> DataFrame:
         *keep, F.col("tp.topic").alias("topic"), F.col("tp.partition").alias("partition")
     )
     # Gaps and islands: consecutive reconciliations of one membership that list the partition are one interval.
+    # An island's first row is one whose predecessor in this order is not the reconciliation before it, its last
+    # one whose successor is not the one after: windows over one sort, not a group-by on a struct minimum, which
+    # sorted the rows again (issue 17; ownership.py does the same).
     per_partition = Window.partitionBy(*GROUP_RUN, "member_id", "join_seq", "topic", "partition").orderBy("rec_no")
-    owned = owned.withColumn("island", F.col("rec_no") - F.row_number().over(per_partition))
-    islands = owned.groupBy(*GROUP_RUN, "member_id", "join_seq", "topic", "partition", "island").agg(
-        F.min(F.struct("seq", "ts_ms", "ep", "last_ep", "member_epoch", "next_gend")).alias("first"),
-        F.max(F.struct("rec_no", "next_rec")).getField("next_rec").alias("next_rec"),
+    owned = owned.select(
+        "*",
+        F.coalesce(F.lag("rec_no").over(per_partition) != F.col("rec_no") - 1, F.lit(True)).alias("opens"),
+        F.coalesce(F.lead("rec_no").over(per_partition) != F.col("rec_no") + 1, F.lit(True)).alias("closes"),
+    ).where(F.col("opens") | F.col("closes"))
+    # The rows left are each island's first and last (one row when both): the last follows the first.
+    islands = (
+        owned.select(
+            "*",
+            F.when(F.col("closes"), F.col("next_rec"))
+            .otherwise(F.lead("next_rec").over(per_partition))
+            .alias("island_next_rec"),
+        )
+        .where(F.col("opens"))
+        .select(
+            *GROUP_RUN,
+            "member_id",
+            "join_seq",
+            "topic",
+            "partition",
+            F.struct("seq", "ts_ms", "ep", "last_ep", "member_epoch", "next_gend").alias("first"),
+            F.col("island_next_rec").alias("next_rec"),
+        )
     )
     # Renamed before the join: both sides descend from the same events (see ownership.py).
     ends = members.where(F.col("consumer")).select(

@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from broker.analytics.schema import OWNERSHIP
-from broker.analytics.tables.columns import GROUP_RUN, as_int, partition_pairs, typed
+from broker.analytics.tables.columns import GROUP_RUN, partition_pairs, typed
 from broker.analytics.tables.consumer import consumer_ownership
 
 
@@ -53,36 +53,57 @@ def ownership_table(events: DataFrame, members: DataFrame) -> Ownership:
         .drop("topics", "partitions")
     )
     by_partition = Window.partitionBy(*GROUP_RUN, "topic", "partition").orderBy("sync_no", "member_id")
-    previous = F.lag(F.struct("sync_no", "member_id", "rebalance_protocol", "inc")).over(by_partition)
-    continues = (
-        (F.col("rebalance_protocol") == "cooperative")
-        & (F.col("prev.rebalance_protocol") == "cooperative")
-        & (F.col("prev.member_id") == F.col("member_id"))
-        & (F.col("prev.sync_no") == F.col("sync_no") - 1)
-        & (F.col("prev.inc") == F.col("inc"))
-    )
-    owned = owned.select("*", previous.alias("prev")).select(
+    step = F.struct("sync_no", "member_id", "rebalance_protocol", "inc")
+
+    def continues(earlier: Column, later: Column) -> Column:
+        """``later`` (a row's step) carries on the island of ``earlier`` (the row before it, in ``by_partition``)."""
+        kept = (
+            (later.getField("rebalance_protocol") == "cooperative")
+            & (earlier.getField("rebalance_protocol") == "cooperative")
+            & (earlier.getField("member_id") == later.getField("member_id"))
+            & (earlier.getField("sync_no") == later.getField("sync_no") - 1)
+            & (earlier.getField("inc") == later.getField("inc"))
+        )
+        return F.coalesce(kept, F.lit(False))
+
+    # Gaps and islands without grouping them (issue 17): an island is a run of consecutive rows in
+    # ``by_partition``'s order, so its first row (the one the row before does not lead to) has the interval's
+    # start, and its last row (the one the row after does not carry on) the sync that ends it. Both come from
+    # windows over the partitioning and sort already in place; a group-by on a struct minimum sorted them again.
+    owned = owned.select(
         "*",
-        F.sum(as_int(~F.coalesce(continues, F.lit(False))))
-        .over(by_partition.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-        .alias("island"),
-    )
+        (~continues(F.lag(step).over(by_partition), step)).alias("opens"),
+        (~continues(step, F.lead(step).over(by_partition))).alias("closes"),
+    ).where(F.col("opens") | F.col("closes"))
     per_sync = _per_sync(syncs)
-    first = F.struct(
-        "sync_no",
-        "seq",
-        "ts_ms",
-        "generation_id",
-        "rebalance_protocol",
-        "ep",
-        "last_ep",
-        "next_start",
-        "next_sync",
-        "next_gend",
-    )
-    islands = owned.groupBy(*GROUP_RUN, "topic", "partition", "member_id", "island").agg(
-        F.min(first).alias("first"),
-        F.max(F.struct("sync_no", "next_sync")).getField("next_sync").alias("last_next_sync"),
+    # The rows left are each island's first and last (one row when both): the last follows the first.
+    islands = (
+        owned.select(
+            "*",
+            F.when(F.col("closes"), F.col("next_sync"))
+            .otherwise(F.lead("next_sync").over(by_partition))
+            .alias("last_next_sync"),
+        )
+        .where(F.col("opens"))
+        .select(
+            *GROUP_RUN,
+            "topic",
+            "partition",
+            "member_id",
+            F.struct(
+                "sync_no",
+                "seq",
+                "ts_ms",
+                "generation_id",
+                "rebalance_protocol",
+                "ep",
+                "last_ep",
+                "next_start",
+                "next_sync",
+                "next_gend",
+            ).alias("first"),
+            "last_next_sync",
+        )
     )
     # Renamed, not compared by DataFrame attribute: both sides descend from the same events, and Spark would
     # resolve gone["run_id"] to the very attribute islands["run_id"] is (a trivially true condition).
