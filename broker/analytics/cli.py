@@ -36,8 +36,7 @@ def run(args: argparse.Namespace) -> int:
         error(empty)
         return 2
     try:
-        from broker.analytics import job, read
-        from broker.analytics.progress import stderr_progress
+        from broker.analytics import job
     except ImportError as failure:
         if (failure.name or "").split(".")[0] in ("pyspark", "py4j"):
             error(MISSING_PYSPARK)
@@ -47,23 +46,4 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         error(problem)
         return 2
-    progress = None if args.quiet else stderr_progress()
-    try:
-        result = job.run(
-            args.events, args.out, master=args.master, conf=dict(args.conf), progress=progress,
-            shuffle_partitions=args.shuffle_partitions,
-        )  # fmt: skip
-    except read.InputError as failure:
-        error(str(failure))
-        return 2
-    except Exception as failure:  # Spark's own errors (a bad master URL, ...): one line, not a JVM trace
-        text = str(failure).strip()
-        error(f"{type(failure).__name__}: {text.splitlines()[0] if text else ''}")
-        return 1
-    empty = no_events(result.input, list(args.events))
-    if empty is not None:
-        error(empty)
-        return 2
-    if args.report:
-        return job.render_report(args.out)
-    return 0
+    return job.execute(args)  # the same run, errors and report as spark-submit's

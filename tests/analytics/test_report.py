@@ -16,14 +16,12 @@ import html
 import io
 import json
 import re
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 pytest.importorskip("matplotlib", reason="the report needs matplotlib (the `analytics` extra)")
@@ -33,7 +31,7 @@ from pyspark.sql import SparkSession
 
 from broker.analytics import report
 from broker.analytics.schema import TABLE_SCHEMAS
-from tests.browser.devtools import CHROMIUM_FLAGS, DevTools, chromium_binary
+from tests.browser.devtools import DevTools, chromium, chromium_binary
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOSTILE = '{"v":1,"seq":7,"event":"member_joined","group_id":"<script>alert(1)</script> & co"'
@@ -205,34 +203,9 @@ class Browsed:
     screenshot: bytes = b""
 
 
-async def _browse(chromium: str, page: Path, profile: Path) -> Browsed:
-    process = await asyncio.create_subprocess_exec(
-        chromium,
-        *CHROMIUM_FLAGS,
-        f"--user-data-dir={profile}",
-        "about:blank",
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        port_file = profile / "DevToolsActivePort"
-        async with asyncio.timeout(60):
-            while not port_file.exists() or len(port_file.read_text().splitlines()) < 2:
-                await asyncio.sleep(0.05)
-        port, path = port_file.read_text().splitlines()[:2]
-        async with (
-            aiohttp.ClientSession() as http,
-            http.ws_connect(f"ws://127.0.0.1:{port}{path}", max_msg_size=0) as ws,
-        ):
-            return await _inspect(DevTools(ws), page)
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 10)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+async def _browse(binary: str, page: Path, profile: Path) -> Browsed:
+    async with chromium(binary, profile) as tools:
+        return await _inspect(tools, page)
 
 
 async def _inspect(tools: DevTools, page: Path) -> Browsed:
@@ -283,13 +256,13 @@ async def _inspect(tools: DevTools, page: Path) -> Browsed:
 
 
 def browse(page: Path) -> Browsed:
-    chromium = chromium_binary()
-    if chromium is None:
+    binary = chromium_binary()
+    if binary is None:
         pytest.skip("no Chromium binary (apt-get install chromium, or set CHROMIUM=/path/to/chrome)")
     # Chromium's helper processes may still write the profile for a moment after the browser exits: a leftover
     # file there is no finding about the report (seen once in CI as "Directory not empty: 'Default'").
     with tempfile.TemporaryDirectory(prefix="report-chromium-", ignore_cleanup_errors=True) as profile:
-        return asyncio.run(_browse(chromium, page, Path(profile)))
+        return asyncio.run(_browse(binary, page, Path(profile)))
 
 
 def check_in_browser(page: Path) -> Path:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -212,34 +212,46 @@ async def scenario(page: Page, broker: EmbeddedBroker, processes: list[Any], fol
     print(f"console browser test timings (s since the page opened): {timings}")
 
 
-@pytest.mark.timeout(240)
-def test_the_console_shows_a_group_through_a_kill_and_a_kick(tmp_path: Path) -> None:
+def needs_chromium_and_confluent() -> str:
     binary = chromium_binary()
     if binary is None:
         pytest.skip("no Chromium binary (apt-get install chromium, or set CHROMIUM=/path/to/chrome)")
     pytest.importorskip("confluent_kafka", reason="the bundled consumer runs confluent-kafka (the `clients` extra)")
-    folder = artifacts(tmp_path)
+    return binary
+
+
+def in_browser(
+    binary: str, seconds: float, folder: Path, failure: str, drive: Callable[[Page, list[Path]], Awaitable[None]]
+) -> None:
+    """``drive`` a fresh headless Chromium's page within ``seconds``; a screenshot named ``failure`` when it fails,
+    and the screenshots' paths printed either way."""
     shots: list[Path] = []
-    with (
-        run_broker(topics={TOPIC: PARTITIONS}) as broker,
-        consumers(broker, folder, 3) as processes,
-        tempfile.TemporaryDirectory(prefix="console-chromium-", ignore_cleanup_errors=True) as profile,
-    ):
+
+    async def run(profile: Path) -> None:
+        async with asyncio.timeout(seconds), chromium(binary, profile) as tools:
+            page = await Page.open(tools, 1280, 900)
+            try:
+                await drive(page, shots)
+            except BaseException:
+                await shoot(page, folder, failure, shots)
+                raise
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="console-chromium-", ignore_cleanup_errors=True) as profile:
+            asyncio.run(run(Path(profile)))
+    finally:
+        print(f"console screenshots: {', '.join(str(s) for s in shots)}")
+
+
+@pytest.mark.timeout(240)
+def test_the_console_shows_a_group_through_a_kill_and_a_kick(tmp_path: Path) -> None:
+    binary = needs_chromium_and_confluent()
+    folder = artifacts(tmp_path)
+    with run_broker(topics={TOPIC: PARTITIONS}) as broker, consumers(broker, folder, 3) as processes:
         broker.wait_for(GROUP, state="Stable", members=3, timeout=60)
-
-        async def run() -> None:
-            async with asyncio.timeout(150), chromium(binary, Path(profile)) as tools:
-                page = await Page.open(tools, 1280, 900)
-                try:
-                    await scenario(page, broker, processes, folder, shots)
-                except BaseException:
-                    await shoot(page, folder, "failure.png", shots)
-                    raise
-
-        try:
-            asyncio.run(run())
-        finally:
-            print(f"console screenshots: {', '.join(str(s) for s in shots)}")
+        in_browser(
+            binary, 150, folder, "failure.png", lambda page, shots: scenario(page, broker, processes, folder, shots)
+        )
 
 
 async def consumer_group_scenario(
@@ -278,30 +290,18 @@ async def consumer_group_scenario(
 @pytest.mark.timeout(180)
 def test_the_console_shows_a_consumer_groups_member_epochs(tmp_path: Path) -> None:
     """A KIP-848 consumer group (librdkafka with group.protocol=consumer): lanes from member_reconciled, epochs."""
-    binary = chromium_binary()
-    if binary is None:
-        pytest.skip("no Chromium binary (apt-get install chromium, or set CHROMIUM=/path/to/chrome)")
-    pytest.importorskip("confluent_kafka", reason="the bundled consumer runs confluent-kafka (the `clients` extra)")
+    binary = needs_chromium_and_confluent()
     folder = artifacts(tmp_path)
-    shots: list[Path] = []
     group = "console-kip848"
     with (
         run_broker(topics={TOPIC: PARTITIONS}) as broker,
         consumers(broker, folder, 2, group=group, protocol="consumer"),
-        tempfile.TemporaryDirectory(prefix="console-chromium-", ignore_cleanup_errors=True) as profile,
     ):
         broker.wait_for(group, state="Stable", members=2, timeout=60)
-
-        async def run() -> None:
-            async with asyncio.timeout(90), chromium(binary, Path(profile)) as tools:
-                page = await Page.open(tools, 1280, 900)
-                try:
-                    await consumer_group_scenario(page, broker, group, folder, shots)
-                except BaseException:
-                    await shoot(page, folder, "consumer-group-failure.png", shots)
-                    raise
-
-        try:
-            asyncio.run(run())
-        finally:
-            print(f"console screenshots: {', '.join(str(s) for s in shots)}")
+        in_browser(
+            binary,
+            90,
+            folder,
+            "consumer-group-failure.png",
+            lambda page, shots: consumer_group_scenario(page, broker, group, folder, shots),
+        )
