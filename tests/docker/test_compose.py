@@ -352,3 +352,21 @@ def test_chaos_profile_runs_against_the_compose_broker(stack: Stack, say: Callab
         assert code == "0", f"chaos run exited {code}\n{tail(log, 80)}"
         assert "kill #1" in log, tail(log, 80)
         say(f"chaos profile: `group-broker chaos run` passed (waited {time.monotonic() - started:.1f}s for its end)")
+
+
+def test_the_image_serves_the_web_console(stack: Stack, say: Callable[[str], None]) -> None:
+    """The console's files are package data (pyproject.toml): the wheel the image installs must carry every one."""
+    import urllib.request
+
+    from broker.control.console import FILES
+
+    base = f"http://127.0.0.1:{stack.admin_port}"
+    with stack.explained():
+        with urllib.request.urlopen(f"{base}/", timeout=10) as page:
+            assert page.status == 200 and page.headers["Content-Type"].startswith("text/html")
+            assert b"/console/console.js" in page.read()
+        for name, content_type in FILES.items():
+            with urllib.request.urlopen(f"{base}/console/{name}", timeout=10) as answer:
+                assert answer.status == 200 and answer.headers["Content-Type"] == content_type, name
+                assert answer.read(), name
+        say(f"the image serves the web console: / and its {len(FILES)} files")
