@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -42,3 +42,14 @@ def partition_pairs(topics: Column) -> Column:
             ),
         )
     )
+
+
+def island_firsts(
+    rows: DataFrame, window: WindowSpec, opens: Column, closes: Column, end: str, alias: str
+) -> DataFrame:
+    """Gaps and islands without a group-by (issue 17): ``rows`` in ``window``'s order form islands, ``opens`` true on
+    each island's first row and ``closes`` on its last. One row per island is kept, its first, with ``alias`` the
+    ``end`` column of its last row (the rows between are dropped first, so the last follows the first)."""
+    ends = rows.select("*", opens.alias("opens"), closes.alias("closes")).where(F.col("opens") | F.col("closes"))
+    last_end = F.when(F.col("closes"), F.col(end)).otherwise(F.lead(end).over(window))
+    return ends.select("*", last_end.alias(alias)).where(F.col("opens"))

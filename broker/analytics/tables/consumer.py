@@ -18,7 +18,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from broker.analytics.tables.columns import GROUP_RUN, is_event, partition_pairs
+from broker.analytics.tables.columns import GROUP_RUN, is_event, island_firsts, partition_pairs
 from broker.events.names import MEMBER_JOINED, MEMBER_RECONCILED, TARGET_ASSIGNMENT_COMPUTED
 
 #: member_reconciled's ``state`` for a member asked to revoke partitions (section 3.3, UNREVOKED_PARTITIONS).
@@ -59,20 +59,15 @@ def consumer_ownership(events: DataFrame, members: DataFrame) -> DataFrame:
     # one whose successor is not the one after: windows over one sort, not a group-by on a struct minimum, which
     # sorted the rows again (issue 17; ownership.py does the same).
     per_partition = Window.partitionBy(*GROUP_RUN, "member_id", "join_seq", "topic", "partition").orderBy("rec_no")
-    owned = owned.select(
-        "*",
-        F.coalesce(F.lag("rec_no").over(per_partition) != F.col("rec_no") - 1, F.lit(True)).alias("opens"),
-        F.coalesce(F.lead("rec_no").over(per_partition) != F.col("rec_no") + 1, F.lit(True)).alias("closes"),
-    ).where(F.col("opens") | F.col("closes"))
-    # The rows left are each island's first and last (one row when both): the last follows the first.
     islands = (
-        owned.select(
-            "*",
-            F.when(F.col("closes"), F.col("next_rec"))
-            .otherwise(F.lead("next_rec").over(per_partition))
-            .alias("island_next_rec"),
+        island_firsts(
+            owned,
+            per_partition,
+            F.coalesce(F.lag("rec_no").over(per_partition) != F.col("rec_no") - 1, F.lit(True)),
+            F.coalesce(F.lead("rec_no").over(per_partition) != F.col("rec_no") + 1, F.lit(True)),
+            "next_rec",
+            "island_next_rec",
         )
-        .where(F.col("opens"))
         .select(
             *GROUP_RUN,
             "member_id",

@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from broker.analytics.schema import OWNERSHIP
-from broker.analytics.tables.columns import GROUP_RUN, partition_pairs, typed
+from broker.analytics.tables.columns import GROUP_RUN, island_firsts, partition_pairs, typed
 from broker.analytics.tables.consumer import consumer_ownership
 
 
@@ -70,21 +70,16 @@ def ownership_table(events: DataFrame, members: DataFrame) -> Ownership:
     # ``by_partition``'s order, so its first row (the one the row before does not lead to) has the interval's
     # start, and its last row (the one the row after does not carry on) the sync that ends it. Both come from
     # windows over the partitioning and sort already in place; a group-by on a struct minimum sorted them again.
-    owned = owned.select(
-        "*",
-        (~continues(F.lag(step).over(by_partition), step)).alias("opens"),
-        (~continues(step, F.lead(step).over(by_partition))).alias("closes"),
-    ).where(F.col("opens") | F.col("closes"))
     per_sync = _per_sync(syncs)
-    # The rows left are each island's first and last (one row when both): the last follows the first.
     islands = (
-        owned.select(
-            "*",
-            F.when(F.col("closes"), F.col("next_sync"))
-            .otherwise(F.lead("next_sync").over(by_partition))
-            .alias("last_next_sync"),
+        island_firsts(
+            owned,
+            by_partition,
+            ~continues(F.lag(step).over(by_partition), step),
+            ~continues(step, F.lead(step).over(by_partition)),
+            "next_sync",
+            "last_next_sync",
         )
-        .where(F.col("opens"))
         .select(
             *GROUP_RUN,
             "topic",
