@@ -8,10 +8,9 @@ before the next one starts.
 
 This class is a facade, as Kafka's ``GroupCoordinatorService``/``GroupCoordinatorShard`` are over
 ``GroupMetadataManager`` and ``OffsetMetadataManager``: it answers for an unloaded coordinator and routes each
-message to its handler: ``classic/`` for membership, ``offsets.py`` for committed offsets, ``control_verbs.py``
-(``modern/verbs.py`` for consumer groups) for the control API's verbs. Heartbeat, the hot path, is answered here
-directly. Section numbers refer to
-``docs/spec/group-coordinator.md``.
+message to its handler: ``classic/`` for membership, ``offsets.py`` for committed offsets, ``classic/verbs.py``
+(``modern/consumer/verbs.py`` for consumer groups) for the control API's verbs. Heartbeat, the hot path, is answered
+here directly. Section numbers refer to ``docs/spec/group-coordinator.md``.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.classic import admin
+from broker.coordinator.classic.events import GroupEventLog
 from broker.coordinator.classic.group import ClassicGroup, MemberError
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.join import JoinHandler
@@ -34,9 +34,8 @@ from broker.coordinator.classic.rebalance import Rebalancer
 from broker.coordinator.classic.sessions import Sessions
 from broker.coordinator.classic.state import DEAD, EMPTY, PREPARING
 from broker.coordinator.classic.sync import SyncHandler
+from broker.coordinator.classic.verbs import ClassicVerbs
 from broker.coordinator.config import GroupConfig
-from broker.coordinator.control_verbs import Conflict, ControlVerbs, UnknownTarget
-from broker.coordinator.group_events import GroupEventLog
 from broker.coordinator.messages import (
     CommitRequest,
     ConsumerGroupDescription,
@@ -56,15 +55,16 @@ from broker.coordinator.messages import (
     SyncResult,
     TxnCommitRequest,
 )
-from broker.coordinator.modern import describe as consumer_describe
-from broker.coordinator.modern.group import ConsumerGroup
-from broker.coordinator.modern.groups import ConsumerGroups
-from broker.coordinator.modern.heartbeat import ConsumerHeartbeatHandler
-from broker.coordinator.modern.member import ConsumerMember
-from broker.coordinator.modern.referee import RefereedEventLog
+from broker.coordinator.modern.consumer import describe as consumer_describe
+from broker.coordinator.modern.consumer.group import ConsumerGroup
+from broker.coordinator.modern.consumer.groups import ConsumerGroups
+from broker.coordinator.modern.consumer.heartbeat import ConsumerHeartbeatHandler
+from broker.coordinator.modern.consumer.member import ConsumerMember
+from broker.coordinator.modern.consumer.referee import RefereedEventLog
+from broker.coordinator.modern.consumer.verbs import ConsumerVerbs
 from broker.coordinator.modern.types import StaticCatalog, TopicCatalog
-from broker.coordinator.modern.verbs import ConsumerVerbs
 from broker.coordinator.offsets import OffsetManager, rejected_commit
+from broker.coordinator.verb_errors import Conflict, UnknownTarget
 from broker.coordinator.views import (
     GroupDetail,
     GroupSummary,
@@ -125,7 +125,7 @@ class GroupCoordinator:
         self._steady = self._consumer_heartbeats.steady
         self.consumer_groups: dict[str, ConsumerGroup] = consumer.groups  # every consumer group by id
         self._offsets = OffsetManager(classic, consumer)
-        self._verbs = ControlVerbs(classic, rebalancer, sessions, joins, new_member_uuid)
+        self._verbs = ClassicVerbs(classic, rebalancer, sessions, joins, new_member_uuid)
         self._consumer_verbs = ConsumerVerbs(consumer)
         self.groups: dict[str, ClassicGroup] = classic.groups  # every group by id
         self._extend_session = classic.extend_session  # bound once: the Heartbeat hot path calls it
@@ -398,7 +398,7 @@ class GroupCoordinator:
 
     # -- the control API: read views and verbs ---------------------------------------------------------
     # Both kinds of group, told apart by ``GroupSummary.group_type``; a consumer group's verbs are
-    # ``modern/verbs.py`` (docs/spec/consumer-groups.md), a classic group's ``control_verbs.py``.
+    # ``modern/consumer/verbs.py`` (docs/spec/consumer-groups.md), a classic group's ``control_verbs.py``.
 
     def group_summaries(self) -> tuple[GroupSummary, ...]:
         """Every group but Dead ones: the classic groups in the order they were created, then the consumer groups."""

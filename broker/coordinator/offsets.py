@@ -24,8 +24,8 @@ from broker.coordinator.messages import (
     PartitionErrors,
     TxnCommitRequest,
 )
-from broker.coordinator.modern.group import ConsumerGroup
-from broker.coordinator.modern.groups import ConsumerGroups
+from broker.coordinator.modern.consumer.group import ConsumerGroup
+from broker.coordinator.modern.consumer.groups import ConsumerGroups
 from broker.coordinator.txn_offsets import TransactionalOffsets
 from broker.timing.keys import OFFSETS_EXPIRATION
 

@@ -18,7 +18,7 @@ from broker.coordinator.classic.group import CommittedOffset, MemberError
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.state import DEAD, EMPTY
 from broker.coordinator.messages import PartitionErrors, TxnCommitRequest
-from broker.coordinator.modern.groups import ConsumerGroups
+from broker.coordinator.modern.consumer.groups import ConsumerGroups
 
 E = ErrorCode
 Key = tuple[str, int]  # (topic, partition)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.member import Member
 from broker.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment
-from broker.coordinator.modern.group import ConsumerGroup
-from broker.coordinator.modern.member import ConsumerMember
+from broker.coordinator.modern.consumer.group import ConsumerGroup
+from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.types import Assignment, TopicCatalog
 
 #: By topic name, partitions sorted: what the control API shows of an assignment.

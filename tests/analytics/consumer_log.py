@@ -1,8 +1,8 @@
 """Consumer-group (KIP-848) event logs written by the real coordinator: the tests' source of truth for them.
 
-``Recorded`` is the consumer-group harness (tests/coordinator/modern/harness.py: a manual clock, a topic catalog,
-KIP-848 clients) with an ``EventHub`` that keeps every record the coordinator emits, as a broker's log has them.
-No Spark here: the generator's tests use it too.
+``Recorded`` is the consumer-group harness (tests/coordinator/modern/consumer/harness.py: a manual clock, a topic
+catalog, KIP-848 clients) with an ``EventHub`` that keeps every record the coordinator emits, as a broker's log
+has them. No Spark here: the generator's tests use it too.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from broker.events.hub import EventHub, Record
-from tests.coordinator.modern.harness import Consumer, ConsumerHarness
+from tests.coordinator.modern.consumer.harness import Consumer, ConsumerHarness
 
 T0 = 1_700_000_000_000  # the manual clock's start
 

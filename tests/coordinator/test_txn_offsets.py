@@ -12,7 +12,7 @@ from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import FetchedOffset, PartitionCommit, TxnCommitRequest
 from broker.timing.keys import heartbeat_key
 from tests.coordinator.harness import GROUP, E, Harness
-from tests.coordinator.modern.harness import ConsumerHarness
+from tests.coordinator.modern.consumer.harness import ConsumerHarness
 
 PID = 7
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from broker.coordinator.views import ConsumerMemberDetail, GroupSummary, MemberDetail
 from tests.coordinator.harness import GROUP, PROTOCOLS, REBALANCE_MS, SESSION_MS, E, Harness
-from tests.coordinator.modern.harness import SESSION_MS as CONSUMER_SESSION_MS
-from tests.coordinator.modern.harness import ConsumerHarness
+from tests.coordinator.modern.consumer.harness import SESSION_MS as CONSUMER_SESSION_MS
+from tests.coordinator.modern.consumer.harness import ConsumerHarness
 from tests.coordinator.test_events import assign
 
 

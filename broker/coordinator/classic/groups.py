@@ -11,11 +11,11 @@ from __future__ import annotations
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.classic.events import GroupEventLog
 from broker.coordinator.classic.group import ClassicGroup, discard
 from broker.coordinator.classic.member import Member
 from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, GroupState
 from broker.coordinator.config import GroupConfig
-from broker.coordinator.group_events import GroupEventLog
 from broker.coordinator.messages import JoinResult, SyncResult
 from broker.timing.clock import Clock
 from broker.timing.keys import heartbeat_key

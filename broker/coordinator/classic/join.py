@@ -14,13 +14,13 @@ from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.classic.events import Cause
 from broker.coordinator.classic.group import ClassicGroup, MemberError
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.member import Member, Protocols
 from broker.coordinator.classic.rebalance import Rebalancer, member_list
 from broker.coordinator.classic.sessions import Sessions
 from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
-from broker.coordinator.group_events import Cause
 from broker.coordinator.messages import JoinRequest, JoinResult, SyncResult
 from broker.timing.deferred import Deferred
 

@@ -10,12 +10,12 @@ from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.classic.events import Cause
 from broker.coordinator.classic.group import ClassicGroup, MemberError
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.member import Member
 from broker.coordinator.classic.rebalance import Rebalancer
 from broker.coordinator.classic.state import DEAD
-from broker.coordinator.group_events import Cause
 from broker.coordinator.messages import LeaveResult, LeavingMember, LeftMember
 
 E = ErrorCode

@@ -13,10 +13,10 @@ from functools import partial
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.classic.events import Cause
 from broker.coordinator.classic.group import ClassicGroup, discard
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
-from broker.coordinator.group_events import Cause
 from broker.coordinator.messages import JoinedMember, JoinResult, SyncResult
 
 E = ErrorCode

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import cast
 
+from broker.coordinator.classic.events import Cause
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.member import Member
 from broker.coordinator.classic.rebalance import Rebalancer
-from broker.coordinator.group_events import Cause
 from broker.timing.keys import HeartbeatKey, heartbeat_key
 from broker.timing.purgatory import KeyedAction
 

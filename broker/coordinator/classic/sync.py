@@ -15,9 +15,9 @@ from kio.schema.errors import ErrorCode
 from broker.coordinator.classic.group import ClassicGroup, MemberError
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.rebalance import Rebalancer
+from broker.coordinator.classic.referee import COOPERATIVE_PROTOCOLS, judge
 from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
 from broker.coordinator.messages import SyncRequest, SyncResult
-from broker.coordinator.referee import COOPERATIVE_PROTOCOLS, judge
 from broker.timing.deferred import Deferred
 
 E = ErrorCode

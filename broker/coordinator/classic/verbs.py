@@ -10,25 +10,18 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.classic.events import Cause
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.join import JoinHandler
 from broker.coordinator.classic.rebalance import Rebalancer
 from broker.coordinator.classic.sessions import Sessions
 from broker.coordinator.classic.state import COMPLETING, EMPTY, PREPARING
-from broker.coordinator.group_events import Cause
 from broker.coordinator.messages import SyncResult
+from broker.coordinator.verb_errors import Conflict, UnknownTarget
 
 
-class UnknownTarget(LookupError):
-    """A control verb named a group, member or instance the coordinator does not have."""
-
-
-class Conflict(RuntimeError):
-    """A control verb that makes no sense in the group's current state."""
-
-
-class ControlVerbs:
+class ClassicVerbs:
     def __init__(
         self,
         groups: ClassicGroups,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.coordinator.modern.group import ConsumerGroup
-from broker.coordinator.modern.member import ConsumerMember
+from broker.coordinator.modern.consumer.group import ConsumerGroup
+from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.types import Assignment, ConsumerGroupState, TopicCatalog
 from broker.events import names
 from broker.events.hub import GroupEvents

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from broker.coordinator.messages import ConsumerHeartbeatResult, ListedGroup
-from tests.coordinator.modern.harness import GROUP, ConsumerHarness, E, consumer_config
+from tests.coordinator.modern.consumer.harness import GROUP, ConsumerHarness, E, consumer_config
 
 
 def test_item_22_heartbeat_for_an_unknown_group() -> None:

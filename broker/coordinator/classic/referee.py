@@ -17,6 +17,7 @@ from broker.coordinator.consumer_protocol import (
     decode_assignment,
     decode_subscription,
 )
+from broker.events.names import DOUBLE_OWNER, UNKNOWN_MEMBER, UNOWNED
 
 __all__ = ["COOPERATIVE_PROTOCOLS", "Move", "TopicPartitions", "Verdict", "Violation", "judge"]
 
@@ -25,9 +26,6 @@ TopicPartitions = dict[str, list[int]]  # topic -> sorted partitions
 #: Assignors that revoke before they reassign (KIP-429): a partition may be unowned for one generation.
 COOPERATIVE_PROTOCOLS = frozenset({"cooperative-sticky"})
 
-DOUBLE_OWNER = "double_owner"
-UNOWNED = "unowned"
-UNKNOWN_MEMBER = "unknown_member"
 
 _Partition = tuple[str, int]
 

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.member import Member
+from broker.coordinator.classic.referee import Verdict, Violation
 from broker.coordinator.messages import JoinRequest
-from broker.coordinator.referee import Verdict, Violation
 from broker.events import names
 from broker.events.hub import GroupEvents
 

@@ -10,7 +10,7 @@ from broker.coordinator.messages import (
     DescribedTopicPartitions,
     ListedGroup,
 )
-from broker.coordinator.modern.group import ConsumerGroup
+from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.types import Assignment, TopicCatalog
 
 __all__ = ["describe", "listed"]

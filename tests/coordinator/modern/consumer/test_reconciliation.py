@@ -12,11 +12,11 @@ from collections.abc import Mapping
 
 import pytest
 
-from broker.coordinator.modern import groups as groups_module
 from broker.coordinator.modern.assignors import ASSIGNORS
 from broker.coordinator.modern.assignors.base import GroupSpec
+from broker.coordinator.modern.consumer import groups as groups_module
 from broker.coordinator.modern.types import Assignment, ConsumerGroupState, MemberState
-from tests.coordinator.modern.harness import REBALANCE_MS, Consumer, ConsumerHarness, E, Named
+from tests.coordinator.modern.consumer.harness import REBALANCE_MS, Consumer, ConsumerHarness, E, Named
 
 STABLE, RECONCILING = ConsumerGroupState.STABLE, ConsumerGroupState.RECONCILING
 

@@ -10,7 +10,7 @@ from collections import Counter
 
 from broker.coordinator.classic.group import CommittedOffset
 from broker.coordinator.modern.assignors.base import MemberSpec
-from broker.coordinator.modern.member import ConsumerMember
+from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, ConsumerGroupState, TopicId
 
 __all__ = ["ConsumerGroup"]

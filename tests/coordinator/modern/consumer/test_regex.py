@@ -8,7 +8,7 @@ changed, so item 85's "within about 10 s" is "at the next heartbeat".
 
 from __future__ import annotations
 
-from tests.coordinator.modern.harness import GROUP, ConsumerHarness, E
+from tests.coordinator.modern.consumer.harness import GROUP, ConsumerHarness, E
 
 FAMILY = {"orders": 2, "orders-1": 1, "xorders": 1, "ordersx": 1}
 

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 
 from broker.coordinator.messages import LeavingMember
-from broker.coordinator.modern import groups as groups_module
-from broker.coordinator.modern import heartbeat as heartbeat_module
 from broker.coordinator.modern.assignors import ASSIGNORS, GroupSpec
-from broker.coordinator.modern.group import ConsumerGroup
-from broker.coordinator.modern.member import ConsumerMember
-from broker.coordinator.modern.referee import ConsumerReferee, Finding
+from broker.coordinator.modern.consumer import groups as groups_module
+from broker.coordinator.modern.consumer import heartbeat as heartbeat_module
+from broker.coordinator.modern.consumer.group import ConsumerGroup
+from broker.coordinator.modern.consumer.member import ConsumerMember
+from broker.coordinator.modern.consumer.referee import ConsumerReferee, Finding
 from broker.coordinator.modern.types import Assignment, ConsumerGroupState, TopicId
 from broker.events.hub import EventHub, Record
-from tests.coordinator.modern.harness import GROUP, SESSION_MS, Consumer, ConsumerHarness
+from tests.coordinator.modern.consumer.harness import GROUP, SESSION_MS, Consumer, ConsumerHarness
 
 
 class RefereedHarness(ConsumerHarness):

@@ -13,7 +13,7 @@ from broker.coordinator.messages import (
     LeftMember,
     ListedGroup,
 )
-from tests.coordinator.modern.harness import GROUP, ConsumerHarness, E
+from tests.coordinator.modern.consumer.harness import GROUP, ConsumerHarness, E
 
 
 def listed(h: ConsumerHarness, states: tuple[str, ...] = (), types: tuple[str, ...] = ()) -> set[str]:

@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from broker.coordinator.messages import ConsumerHeartbeatResult, TopicIdPartitions
-from broker.coordinator.modern.group import ConsumerGroup
+from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.types import ConsumerGroupState, MemberState, TopicId
-from tests.coordinator.modern.harness import GROUP, INTERVAL_MS, ConsumerHarness, E
+from tests.coordinator.modern.consumer.harness import GROUP, INTERVAL_MS, ConsumerHarness, E
 
 SUBSCRIPTIONS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("t",), ""),

@@ -8,7 +8,7 @@ transactional offsets, in tests/coordinator/test_txn_offsets.py (transactions sp
 from __future__ import annotations
 
 from broker.coordinator.messages import FetchedOffset, ListedGroup
-from tests.coordinator.modern.harness import GROUP, ConsumerHarness, E
+from tests.coordinator.modern.consumer.harness import GROUP, ConsumerHarness, E
 
 
 def settled_pair(h: ConsumerHarness) -> None:

@@ -1,16 +1,16 @@
 """The control API's verbs for consumer groups: kick a member, remove a static member, force a new target. Not Kafka.
 
-As for classic groups (``coordinator/control_verbs.py``), each verb causes on purpose what something in Kafka causes,
+As for classic groups (``coordinator/classic/verbs.py``), each verb causes on purpose what something in Kafka causes,
 down the same code path (``ConsumerGroups.fence``, ``bump_epoch``) so the group's events and timers follow as they
 would. Section numbers refer to ``docs/spec/consumer-groups.md``.
 """
 
 from __future__ import annotations
 
-from broker.coordinator.control_verbs import Conflict, UnknownTarget
-from broker.coordinator.modern.group import ConsumerGroup
-from broker.coordinator.modern.groups import ConsumerGroups
+from broker.coordinator.modern.consumer.group import ConsumerGroup
+from broker.coordinator.modern.consumer.groups import ConsumerGroups
 from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.verb_errors import Conflict, UnknownTarget
 
 __all__ = ["ConsumerVerbs"]
 

@@ -15,11 +15,11 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResult, TopicIdPartitions
-from broker.coordinator.modern.group import ConsumerGroup
-from broker.coordinator.modern.groups import ConsumerGroups
-from broker.coordinator.modern.member import ConsumerMember
-from broker.coordinator.modern.reconcile import FencedMemberEpoch, Reconciled, reconcile
-from broker.coordinator.modern.regex import InvalidRegex, validate
+from broker.coordinator.modern.consumer.group import ConsumerGroup
+from broker.coordinator.modern.consumer.groups import ConsumerGroups
+from broker.coordinator.modern.consumer.member import ConsumerMember
+from broker.coordinator.modern.consumer.reconcile import FencedMemberEpoch, Reconciled, reconcile
+from broker.coordinator.modern.consumer.regex import InvalidRegex, validate
 from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, MemberState, assignment_of
 
 __all__ = ["ConsumerHeartbeatHandler", "HeartbeatError"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from broker.coordinator.coordinator import Conflict, UnknownTarget
-from broker.coordinator.modern import verbs as verbs_module
+from broker.coordinator.modern.consumer import verbs as verbs_module
 from broker.coordinator.modern.types import ConsumerGroupState
-from tests.coordinator.modern.harness import GROUP, ConsumerHarness, E
+from tests.coordinator.modern.consumer.harness import GROUP, ConsumerHarness, E
 
 
 def test_kick_fences_the_member_and_frees_its_partitions_at_once() -> None:

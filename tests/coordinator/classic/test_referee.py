@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from broker.coordinator.classic.referee import Move, TopicPartitions, Verdict, Violation, judge
 from broker.coordinator.consumer_protocol import Assignment, Subscription, encode_assignment, encode_subscription
-from broker.coordinator.referee import Move, TopicPartitions, Verdict, Violation, judge
 
 TOPICS = {"orders": 3, "payments": 2}
 

@@ -14,10 +14,10 @@ import structlog
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.modern.assignors import ASSIGNORS
 from broker.coordinator.modern.assignors.base import GroupSpec, MemberSpec
-from broker.coordinator.modern.events import ConsumerGroupEventLog
-from broker.coordinator.modern.group import ConsumerGroup, SubscriptionMetadata
-from broker.coordinator.modern.member import ConsumerMember
-from broker.coordinator.modern.regex import resolve
+from broker.coordinator.modern.consumer.events import ConsumerGroupEventLog
+from broker.coordinator.modern.consumer.group import ConsumerGroup, SubscriptionMetadata
+from broker.coordinator.modern.consumer.member import ConsumerMember
+from broker.coordinator.modern.consumer.regex import resolve
 from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, MemberState, TopicCatalog, TopicId
 from broker.timing.clock import Clock
 from broker.timing.keys import consumer_rebalance_key, consumer_session_key

@@ -7,7 +7,7 @@ Items 19 and 20 (topic and group ACLs) and 1-5 are wire level (tests/wire).
 from __future__ import annotations
 
 from broker.coordinator.messages import ConsumerHeartbeatResult
-from tests.coordinator.modern.harness import GROUP, INTERVAL_MS, ConsumerHarness, E
+from tests.coordinator.modern.consumer.harness import GROUP, INTERVAL_MS, ConsumerHarness, E
 
 INVALID = E.invalid_request
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from broker.coordinator.messages import ConsumerHeartbeatResult
 from broker.coordinator.modern.types import ConsumerGroupState, MemberState
-from tests.coordinator.modern.harness import GROUP, INTERVAL_MS, SESSION_MS, ConsumerHarness, E
+from tests.coordinator.modern.consumer.harness import GROUP, INTERVAL_MS, SESSION_MS, ConsumerHarness, E
 
 
 def test_item_67_session_timeout() -> None:

@@ -23,8 +23,8 @@ from broker.coordinator.messages import (
     ConsumerHeartbeatResult,
     TopicIdPartitions,
 )
-from broker.coordinator.modern.group import ConsumerGroup
-from broker.coordinator.modern.member import ConsumerMember
+from broker.coordinator.modern.consumer.group import ConsumerGroup
+from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.types import Assignment, ConsumerGroupState, MemberState, StaticCatalog, TopicId
 from broker.events.hub import GroupEvents
 from broker.timing.keys import consumer_rebalance_key, consumer_session_key

@@ -1,7 +1,7 @@
 """The assignment referee of consumer groups: section 5.1's ownership invariants, checked as the group changes.
 
-Read-only, like the classic groups' referee (``coordinator/referee.py``): it reports, it never changes what the broker
-answers. It checks two things of ``docs/spec/consumer-groups.md``:
+Read-only, like the classic groups' referee (``coordinator/classic/referee.py``): it reports, it never changes what
+the broker answers. It checks two things of ``docs/spec/consumer-groups.md``:
 
 * a partition is in at most one member's assigned or pending-revocation partitions at any time (section 5.1, the
   first invariant; section 3.5: Kafka's ``ConsumerGroup.addPartitionEpochs`` treats the contrary as an internal
@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.coordinator.modern.events import ConsumerGroupEventLog
-from broker.coordinator.modern.group import ConsumerGroup
-from broker.coordinator.modern.member import ConsumerMember
+from broker.coordinator.modern.consumer.events import ConsumerGroupEventLog
+from broker.coordinator.modern.consumer.group import ConsumerGroup
+from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.types import ConsumerGroupState, TopicCatalog, TopicId
-from broker.coordinator.referee import DOUBLE_OWNER, UNOWNED
 from broker.events import names
 from broker.events.hub import GroupEvents
+from broker.events.names import DOUBLE_OWNER, UNOWNED
 
 __all__ = ["ConsumerReferee", "Finding", "RefereedEventLog", "holdings"]
 
@@ -39,7 +39,7 @@ _NO_PARTITIONS: frozenset[int] = frozenset()
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    kind: str  # DOUBLE_OWNER or UNOWNED, the classic referee's names
+    kind: str  # DOUBLE_OWNER or UNOWNED, the event format's names for both referees
     topic_id: TopicId
     partition: int
     members: tuple[str, ...]  # the owners, sorted (double_owner); () for unowned

@@ -8,7 +8,7 @@ member order, the subscription type and the stickiness basis are the coordinator
 from __future__ import annotations
 
 from broker.coordinator.modern.types import ConsumerGroupState
-from tests.coordinator.modern.harness import ConsumerHarness
+from tests.coordinator.modern.consumer.harness import ConsumerHarness
 
 
 def sizes(h: ConsumerHarness, *members: str) -> list[int]:
