@@ -13,11 +13,16 @@ knobs bound sizes and idle time (``max_line_size``, ``max_field_size``, ``max_he
   calls ``client_header_timeout``; a connection that sends nothing at all is closed too, without an answer);
 - before any path is matched, a body declared over the limit is refused (413 from ``Content-Length``, before a byte
   of it is read or a ``100 Continue`` is sent), and so is an ``Expect`` other than ``100-continue`` (417);
+- a chunked body whose chunk sizes declare more than the limit is refused (413) as soon as the size line that passes
+  it is read, before the chunk's bytes (``BodyFraming`` reads the sizes llhttp keeps to itself): by
+  ``_before_routing`` when it came with the header, else by ``read_body``; the connection then reads no more;
 - ``error_middleware`` answers what the router and handlers refuse: 404, 405, a chunked body past the limit (413),
-  and ``Refused`` (a body that does not arrive in time: 408; or that cannot be decoded: 400); anything else
-  unexpected is a JSON 500 with its traceback in the JSON log line;
+  and ``Refused`` (a body that does not arrive in time: 408; or that cannot be decoded: 400; or whose chunks
+  declare too much: 413); anything else unexpected is a JSON 500 with its traceback in the JSON log line;
 - ``read_body`` reads a body within ``body_timeout_s``; aiohttp's ``client_max_size`` stops a chunked body at the
-  limit while it is read (413). An unread body is drained for at most ``body_timeout_s`` (``lingering_time``).
+  limit while it is read (413). An unread body is drained for at most ``body_timeout_s`` (``lingering_time``);
+- a client that hangs up in the middle of a request is an ordinary disconnect: one debug line naming the peer
+  (``connection_lost``), no answer attempted and no traceback.
 """
 
 from __future__ import annotations
@@ -32,8 +37,12 @@ from typing import Any
 import structlog
 from aiohttp import hdrs, web
 from aiohttp.http_exceptions import BadHttpMethod, HttpProcessingError, LineTooLong
+from aiohttp.http_parser import RawRequestMessage
+from aiohttp.streams import StreamReader
 from aiohttp.typedefs import Handler, Middleware
 from aiohttp.web_protocol import RequestHandler
+
+from broker.control.body_framing import BodyFraming, Framed
 
 log = structlog.get_logger("control")
 
@@ -176,13 +185,15 @@ def _parser_reason(status: int, exc: BaseException | None, message: str | None) 
 class _GuardedRequestHandler(RequestHandler):
     """aiohttp's protocol class with the contract's error answers and a header read time-out."""
 
-    __slots__ = ("_header_bytes", "_header_timer", "_limits")
+    __slots__ = ("_framing", "_header_bytes", "_header_timer", "_limits", "_peer_closed")
 
     def __init__(self, manager: web.Server, *, limits: HttpLimits, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._limits = limits
         self._header_timer: asyncio.TimerHandle | None = None
         self._header_bytes = 0
+        self._peer_closed = False  # the client's FIN came (a reset comes as connection_lost's exception)
+        self._framing: BodyFraming[StreamReader] = BodyFraming(limits.max_body_bytes)
 
     # -- the header read time-out -------------------------------------------------------------------------
 
@@ -195,13 +206,46 @@ class _GuardedRequestHandler(RequestHandler):
             self._arm_header_timer()  # a later request on a kept-alive connection has begun
         if self._header_timer is not None:
             self._header_bytes += len(data)
+        parsed = self._request_count
         super().data_received(data)
+        if not self._framing.lost:
+            self._follow(data, self._request_count - parsed)
         if self._header_timer is not None and self._messages:
             self._disarm_header_timer()  # a whole header was parsed (or refused: handle_error answers it)
 
+    def _follow(self, data: bytes, made: int) -> None:
+        """A chunked body past the limit, from its size lines (``BodyFraming``): answered 413 by whoever reads the
+        body (``read_body``, or ``_before_routing`` if its handler has not begun) before a byte of the chunk
+        arrives, and nothing more is read from the connection."""
+        requests = [
+            Framed(payload, message.chunked, _content_length(message), message.upgrade)
+            if isinstance(message, RawRequestMessage)
+            else None  # an _ErrInfo: handle_error answers it, and the connection ends
+            for message, payload in list(self._messages)[len(self._messages) - made :]
+        ]
+        body = self._framing.follow(data, requests)
+        if body is not None:
+            reason = _too_large(self._limits, f"its chunks declare {self._framing.declared} bytes")
+            body.set_exception(Refused(413, reason))
+            self.close()
+
+    def eof_received(self) -> None:
+        self._peer_closed = True
+        super().eof_received()
+
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm_header_timer()
+        if (exc is not None or self._peer_closed) and self._serving_request():
+            # An ordinary disconnect, whether the body was being read or drained: said once, here, and nowhere
+            # else (``handle_error`` stays quiet about the ConnectionResetError aiohttp then hands the handler).
+            peer = _peer(self.peername)
+            log.debug("control connection closed by the client mid-request", peer=peer, reason=str(exc or "EOF"))
         super().connection_lost(exc)
+
+    def _serving_request(self) -> bool:
+        """A request was begun and not yet done with: its handler runs, or its unread body is drained."""
+        task = self._task_handler
+        return task is not None and not task.done() and not self._awaiting_request()
 
     def _awaiting_request(self) -> bool:
         """Between requests: the protocol waits for the next header and has none queued."""
@@ -243,6 +287,11 @@ class _GuardedRequestHandler(RequestHandler):
         """Called for a request the parser refused (400), and for what escapes a handler (500, 504)."""
         if request.writer.output_size > 0:  # as aiohttp: an answer has begun, so the connection is broken
             raise ConnectionError("the answer was begun; the error cannot be sent")
+        if isinstance(exc, ConnectionError):
+            # The client hung up while the handler read its body (aiohttp's payload raises ConnectionResetError):
+            # nobody to answer, and connection_lost has said so. aiohttp's protocol takes a ConnectionError from
+            # here as a premature disconnect and ends the connection without a word.
+            raise ConnectionError("the client is gone; the error cannot be sent") from exc
         peer = _peer(self.peername)
         if status >= 500:
             log.error("control request failed", peer=peer, status=status, exc_info=exc)
@@ -259,12 +308,21 @@ class _GuardedRequestHandler(RequestHandler):
         """What aiohttp's protocol logs as an exception, as one structlog line (the log stays JSON lines)."""
         exc = kw.get("exc_info")
         peer = _peer(self.peername)
+        if isinstance(exc, Refused):
+            # The rest of a body refused from its chunk sizes, met while draining it after the handler's answer.
+            log.debug("control connection closed", peer=peer, reason=exc.message)
+            return
         if isinstance(exc, web.RequestPayloadError):
             # A body that cannot be decoded, met again while draining it after the 400: the client's fault.
             log.warning("control connection closed", peer=peer, reason=_payload_reason(exc))
             return
         message = str(args[0]) % args[1:] if args else "error"
         log.error("control http error", peer=peer, message=message, exc_info=exc)
+
+
+def _content_length(message: RawRequestMessage) -> int | None:
+    length = message.headers.get(hdrs.CONTENT_LENGTH)
+    return int(length) if length else None  # the parser refused one that is not a number
 
 
 def _raw_answer(status: int, message: str) -> bytes:
@@ -292,6 +350,9 @@ def _before_routing(handle: ServerHandler, limits: HttpLimits) -> ServerHandler:
             # Refused from the header alone, on every path: no byte of the body is read, and a client that sent
             # "Expect: 100-continue" is told before it sends one (RFC 9110 10.1.1 and 15.5.14).
             return rejected(request, 413, _too_large(limits, f"declared {declared} bytes"))
+        refused = request.content.exception()
+        if isinstance(refused, Refused):  # chunk sizes past the limit came with the header: on every path too
+            return rejected(request, refused.status, refused.message)
         expect = request.headers.get(hdrs.EXPECT)
         if expect is not None and expect.strip().lower() != "100-continue":
             # RFC 9110 10.1.1: an expectation other than 100-continue cannot be met (417). aiohttp says so in

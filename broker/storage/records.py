@@ -341,9 +341,6 @@ class TimestampIndex:
             return None
         return base_offset + self.deltas[at], self.timestamps[at]
 
-    def first_with_max(self, base_offset: int) -> tuple[int, int]:
-        return base_offset + self.deltas[-1], self.timestamps[-1]
-
 
 _INDEX_OVERHEAD = 64
 

@@ -29,7 +29,8 @@ pytest.importorskip("matplotlib", reason="the report needs matplotlib (the `anal
 from matplotlib import image as mimage
 from pyspark.sql import SparkSession
 
-from broker.analytics import report
+from broker.analytics import job, report
+from broker.analytics.generate import generate
 from broker.analytics.schema import TABLE_SCHEMAS
 from tests.browser.devtools import DevTools, chromium, chromium_binary
 
@@ -341,9 +342,6 @@ def test_empty_tables_render_a_page_that_says_so(spark: SparkSession, tmp_path: 
 
 @pytest.mark.timeout(900)
 def test_the_real_job_over_a_generated_log_then_its_report(spark: SparkSession, tmp_path: Path) -> None:
-    job = pytest.importorskip("broker.analytics.job", reason="the analytics job is not there yet")
-    from broker.analytics.generate import generate
-
     log = tmp_path / "events.jsonl"
     generated = generate(log, 20_000, seed=11, bad_lines=3)
     out = tmp_path / "analysis"

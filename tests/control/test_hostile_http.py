@@ -17,6 +17,8 @@ import json
 import logging
 import random
 import re
+import socket
+import struct
 import time
 from collections.abc import AsyncIterator, Iterator, MutableMapping
 from contextlib import contextmanager, suppress
@@ -45,6 +47,7 @@ SLACK = 1.5  # how much later than its time-out a close may come on a loaded mac
 LIMITS = HttpLimits(header_timeout_s=SHORT, body_timeout_s=SHORT)
 STEADY = "steady"
 REJECTED = "control request rejected"
+HUNG_UP = "control connection closed by the client mid-request"
 # The components/responses entry that documents each status answered before a path is matched.
 BEFORE_ROUTING = {400: "BadRequest", 408: "RequestTimeout", 413: "PayloadTooLarge", 417: "ExpectationFailed"}
 
@@ -90,6 +93,13 @@ class RawHttp:
             return True
         except TimeoutError:
             return False
+
+    async def hang_up(self, reset: bool) -> None:
+        """Closes the connection, with a TCP reset instead of a FIN when ``reset`` (SO_LINGER 0)."""
+        if reset:
+            sock = self.writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await self.close()
 
     async def close(self) -> None:
         self.writer.close()
@@ -399,9 +409,121 @@ async def test_a_chunked_body_is_413_once_past_the_limit(env: Env, caplog: pytes
     await env.assert_still_serving()
 
 
+# -- a client that hangs up in the middle of its body ------------------------------------------------------------
+
+HANG_UPS = [
+    # Found by a fuzz of the control API: the handler reading the body met aiohttp's ConnectionResetError, which
+    # reached the protocol as a 500 with a traceback, though nobody was left to answer.
+    ("the handler reads it, FIN", "POST", "/v1/faults", False),
+    ("the handler reads it, RST", "POST", "/v1/faults", True),
+    # The handler answers without reading it: the protocol drains the rest (lingering_time) and meets the reset.
+    ("left to drain, FIN", "GET", "/healthz", False),
+    ("left to drain, RST", "GET", "/healthz", True),
+]
+
+
+@pytest.mark.parametrize(("name", "method", "path", "reset"), HANG_UPS, ids=[case[0] for case in HANG_UPS])
+async def test_a_client_that_hangs_up_mid_body_is_an_ordinary_disconnect(
+    env: Env, caplog: pytest.LogCaptureFixture, name: str, method: str, path: str, reset: bool
+) -> None:
+    """Content-Length 1000, 10 bytes of it, then a close (or a reset: SO_LINGER 0): no traceback, no error line,
+    one debug line naming the peer, and the API serves on."""
+    with broker_log(caplog) as lines:
+        http = await env.raw()
+        await http.send(http_request(method, path, "Content-Type: application/json", "Content-Length: 1000"))
+        await http.send(b'{"action":')
+        await asyncio.sleep(SHORT / 4)  # the header is parsed and the handler runs before the hang-up
+        await http.hang_up(reset)
+        mine = await lines_naming(lines, http.peer)
+        assert [(line["event"], line["log_level"]) for line in mine] == [(HUNG_UP, "debug")], mine
+    await env.assert_still_serving()
+
+
+async def lines_naming(lines: list[MutableMapping[str, Any]], peer: str) -> list[MutableMapping[str, Any]]:
+    """The log lines naming ``peer``, once there is one (within ``SLACK``: the broker sees the hang-up after the
+    client made it)."""
+    deadline = time.monotonic() + SLACK
+    while not [line for line in lines if line.get("peer") == peer] and time.monotonic() < deadline:
+        await asyncio.sleep(SHORT / 10)
+    return [line for line in lines if line.get("peer") == peer]
+
+
+# Chunk sizes that pass the limit, and what of the body is sent before the client waits for the answer.
+CHUNKS_PAST_THE_LIMIT = [
+    ("one chunk of 4 GB, 3 bytes sent", b"ffffffff\r\nabc", 0xFFFFFFFF),
+    ("one chunk of 1 MiB + 1, its size line alone", b"100001\r\n", 0x100001),
+    ("one with an extension", b"100001;name=value\r\n", 0x100001),
+    ("two of 600 kB, the first sent", chunked(b"x" * 600_000, end=False) + b"927c0\r\n", 1_200_000),
+]
+
+
+# POST /v1/faults reads its body; GET /healthz does not, so only a refusal before any path is matched answers it.
+CHUNKED_REQUESTS = {
+    "with the header": ("POST", "/v1/faults", True),
+    "after the header": ("POST", "/v1/faults", False),
+    "with the header, on a path that reads no body": ("GET", "/healthz", True),
+}
+
+
+# Every case every way, but 600 kB on a path that reads no body: its handler may answer before the size line comes.
+CHUNKED_CASES = [
+    (*case, request_name)
+    for case in CHUNKS_PAST_THE_LIMIT
+    for request_name, (_, path, _) in CHUNKED_REQUESTS.items()
+    if path != "/healthz" or len(case[1]) < 1000
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "sent", "declared", "request_name"), CHUNKED_CASES, ids=[f"{c[0]}, {c[3]}" for c in CHUNKED_CASES]
+)
+async def test_chunk_sizes_past_the_limit_are_413_at_once(
+    env: Env, caplog: pytest.LogCaptureFixture, name: str, sent: bytes, declared: int, request_name: str
+) -> None:
+    """Once the size line that passes the limit is read, without waiting for the chunk (found by a fuzz: it was
+    waited for until the body time-out). Sent with the header, it is answered before any path is matched, on
+    every path; sent after it, the handler reading the body is told."""
+    method, path, with_header = CHUNKED_REQUESTS[request_name]
+    with broker_log(caplog) as lines:
+        http = await env.raw()
+        head = http_request(method, path, "Content-Type: application/json", "Transfer-Encoding: chunked")
+        if with_header:
+            await http.send(head + sent)
+        else:
+            await http.send(head)
+            await asyncio.sleep(SHORT / 4)  # the handler waits for the body
+            await http.send(sent)
+        answer = await http.answer(timeout=SHORT / 2)  # well within the body time-out: not a 408
+        assert answer.status == 413, answer
+        assert answer.error == (
+            f"the request body is larger than the 1048576 bytes allowed (its chunks declare {declared} bytes)"
+        )
+        assert answer.headers["Connection"] == "close"
+        check_operation(env, method, path, b"", answer)
+        assert await http.closed(SLACK)
+        await http.close()
+        rejection(lines, http.peer, 413, "hostile-test")
+    await env.assert_still_serving()
+
+
+async def test_chunks_within_the_limit_are_read_whole(env: Env) -> None:
+    """Chunk sizes that add up to nearly the limit: the body reaches the handler (a 400 from the fault rule
+    checks, not a 413), and the connection serves a second request."""
+    body = b'{"action": "close", "pad": "' + b"x" * (1024 * 1024 - 64) + b'"}'
+    pieces = [body[at : at + 100_000] for at in range(0, len(body), 100_000)]
+    http = await env.raw()
+    await http.send(http_request("POST", "/v1/faults", "Transfer-Encoding: chunked") + chunked(*pieces))
+    answer = await http.answer()
+    assert answer.status == 400 and "unknown field(s) ['pad']" in answer.error, answer
+    await http.send(http_request("GET", "/healthz"))
+    assert (await http.answer()).status == 200
+    await http.close()
+
+
 BODY_STALLS = [
     ("Content-Length 500 kB, 1 byte sent", ["Content-Length: 500000"], b"{"),
-    ("a chunk of 4 GB, 3 bytes sent", ["Transfer-Encoding: chunked"], b"ffffffff\r\nabc"),
+    # A chunk within the limit (a larger one is refused from its size line: see the test below).
+    ("a chunk of 500 kB, 3 bytes sent", ["Transfer-Encoding: chunked"], b"7a120\r\nabc"),
     ("chunked, nothing sent", ["Transfer-Encoding: chunked"], b""),
 ]
 

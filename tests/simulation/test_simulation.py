@@ -122,9 +122,19 @@ def test_kept_schedules(config: int, schedule: list[Step]) -> None:
 
 
 def assert_caught(description: str) -> None:
-    """Within CI's first 300 schedules. Not shrunk here, to keep CI fast: a real failure is, to a minimal replay."""
-    with pytest.raises(InvariantViolation):
+    """Within CI's first 300 schedules, or the test fails naming the planted bug ``description``. Not shrunk here, to
+    keep CI fast: a real failure is, to a minimal replay."""
+    try:
         run_simulation(300, shrink=False)
+    except InvariantViolation:
+        return
+    pytest.fail(f"not caught within the first 300 schedules: {description}")
+
+
+def test_a_planted_bug_not_caught_fails_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(globals(), "run_simulation", lambda schedules, *, shrink: None)  # finds nothing
+    with pytest.raises(pytest.fail.Exception, match="first 300 schedules: a bug nobody planted"):
+        assert_caught("a bug nobody planted")
 
 
 def test_a_timer_left_armed_on_leave_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -76,10 +76,6 @@ def _valid_current(
     return kept
 
 
-def _freeze(pairs: dict[TopicId, list[int]]) -> dict[TopicId, frozenset[int]]:
-    return {topic_id: frozenset(partitions) for topic_id, partitions in pairs.items() if partitions}
-
-
 def _assign_homogeneous(spec: GroupSpec, topics: Sequence[TopicId]) -> dict[str, Assignment]:
     """Section 6.4, homogeneous case (Kafka's ``UniformHomogeneousAssignmentBuilder``).
 
