@@ -116,6 +116,7 @@ class Settings:
                 f"socket_send_buffer_low_bytes ({self.socket_send_buffer_low_bytes}) must be between 0 and "
                 f"socket_send_buffer_high_bytes ({self.socket_send_buffer_high_bytes})"
             )
+        server.refuse_unserved(self.bind_endpoints())  # before anything binds (issue 25 item 7)
         if self.listeners:
             ports = [e.port for e in self.listeners if e.port]
             if len(ports) != len(set(ports)):

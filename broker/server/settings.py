@@ -9,7 +9,8 @@ URLs.
 
 A leaf: it imports only the declaration type (stdlib otherwise), never the server itself, so that
 broker/config/settings.py (a layer below the server) can collect these declarations into ``Settings`` without an
-import pointing up; tests/test_layout.py ranks it below config/ for that reason.
+import pointing up; tests/test_layout.py ranks it below config/ for that reason. It also says which security
+protocols a listener may ask for (issue 25 item 7): the server's to know, config/'s to refuse before anything binds.
 
 The control API's address is declared here too: ``server/control_listener.py`` binds that port (control/ only
 answers behind it), and a leaf of control/'s own would load two more modules (the package and the leaf) before
@@ -19,10 +20,16 @@ serve's first answer, which tests/cli/test_serve_imports.py counts (issue 17).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from broker.setting import INT32_MAX, Setting
+
+# Kafka's SecurityProtocol names. Kafka finds a listener's protocol in listener.security.protocol.map, whose default
+# maps each of these names to itself; this broker has no such setting, so a listener named after one asks for that
+# protocol, and any other name (INTERNAL, EXTERNAL) is a label on a plaintext listener.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +39,12 @@ class Endpoint:
     name: str
     host: str
     port: int
+
+    @property
+    def security_protocol(self) -> str:
+        """What a client of this listener must speak (Kafka normalises listener names to upper case)."""
+        name = self.name.upper()
+        return name if name in SECURITY_PROTOCOLS else "PLAINTEXT"
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -75,6 +88,22 @@ def reachable_host(bound: str) -> str:
 def host_port(host: str, port: int) -> str:
     """``host:port``, an IPv6 address in brackets (for bootstrap strings and URLs)."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# What a listener speaks today: plaintext only. SSL, SASL_SSL and SASL_PLAINTEXT come with the security issue;
+# until then a listener that asks for them refuses the start rather than serving plaintext to a client configured
+# for TLS or SASL.
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+
+
+def refuse_unserved(listeners: Iterable[Endpoint]) -> None:
+    """ValueError naming the first listener whose security protocol this broker cannot speak."""
+    for listener in listeners:
+        if listener.security_protocol not in SERVED_SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"listener {listener}: security protocol {listener.security_protocol} is not served by this broker "
+                f"(only {', '.join(SERVED_SECURITY_PROTOCOLS)})"
+            )
 
 
 def _endpoints_from_toml(value: Any) -> str | None:
