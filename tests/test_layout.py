@@ -24,12 +24,18 @@ RANKS: dict[str, int] = {
     "broker": 0,  # broker/__init__.py: the version, nothing else
     "protocol": 0,
     "broker.log": 0,  # loggers that import structlog at their first call (serve's start-up path)
+    # Settings are declared by their owners (issue 25): the declaration type is a stdlib-only leaf every owner
+    # imports.
+    "broker.setting": 0,
     "broker.timing": 1,
     "broker.re2_pattern": 1,  # RE2 loaded on first use, for KIP-848 subscriptions and ListTransactions v2
     "broker.events": 2,
     "broker.coordinator": 3,
     "broker.storage": 3,
     "broker.transactions": 3,
+    # The server's setting declarations and the listener syntax they parse: a leaf (it imports only
+    # broker.setting) ranked below config/, which collects them into Settings; the rest of the server stays above.
+    "broker.server.settings": 3,
     "broker.config": 4,
     "broker.api": 5,
     "broker.server": 6,

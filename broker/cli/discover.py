@@ -18,8 +18,8 @@ import os
 import socket
 import struct
 
-from broker.config.endpoints import host_port
 from broker.control.client import URL_ENV, configured_url
+from broker.server.settings import host_port
 
 BOOTSTRAP_ENV = "GROUP_BROKER_BOOTSTRAP"
 CONTROL_URL_CONFIG = "group.broker.control.url"  # broker/api/configs.py's CONTROL_URL_CONFIG

@@ -2,15 +2,20 @@
 
 Later sources win: default < TOML file (``--config``) < ``GROUP_BROKER_*`` environment variable < flag.
 
-Each fact about a setting is written once. Its default is the default of the field that holds it: ``Settings``
-here, or ``GroupConfig`` (broker/coordinator/config.py) and ``LogDefaults`` (broker/storage/topics.py), which
-unit tests build bare with Kafka's defaults. Everything else is its entry in ``OPTIONS``: the name (the flag and
-the environment variable derive from it; a TOML file may use it or Kafka's dotted name), the parser, the help,
-Kafka's name and default, the choices, and the field it fills. ``build`` and the README's settings table
-(``markdown_table``) are derived from ``OPTIONS``, so none of them can drift apart.
+Each setting is declared once, by its owner, beside the config it fills (issue 25): a ``Setting``
+(broker/setting.py) with its name (the flag and the environment variable derive from it; a TOML file may use it or
+Kafka's dotted name), default, parser, help, Kafka's name and default and choices. The coordinator declares its own
+on ``GroupConfig`` (broker/coordinator/config.py), storage on ``LogDefaults`` and beside it
+(broker/storage/topics.py), the transaction coordinator on ``TxnConfig`` (broker/transactions/config.py), the
+server (the control listener's among them) in its leaf ``broker/server/settings.py``, the event hub in
+``broker/events/hub.py``; this module declares only its own (``config``, ``log_level``, ``log_format``), and
+collects them: ``OPTIONS`` is read off the fields of ``Settings``
+in their order, a section's fields in its place, so the field a setting fills is where its declaration sits.
+``build``, DescribeConfigs (broker/api/configs.py) and the README's settings table (``markdown_table``) are derived
+from ``OPTIONS``, so none of them can drift apart.
 
-A dataclass rather than pydantic-settings: this module is on the start-up path (bar: well under a second, today
-about 0.3 s), and pydantic's import alone would cost a large share of it.
+A dataclass rather than pydantic-settings: this module is on the start-up path (bar: 150 ms to the first answer,
+benchmarks/README.md), and pydantic's import alone would cost a large share of it.
 """
 
 from __future__ import annotations
@@ -19,23 +24,37 @@ import argparse
 import base64
 import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from broker.config.endpoints import Endpoint as Endpoint
-from broker.config.endpoints import host_port as host_port
-from broker.config.endpoints import is_wildcard
-from broker.config.endpoints import parse_endpoints as parse_endpoints
-from broker.config.endpoints import reachable_host as reachable_host
-from broker.config.transaction_settings import TXN_SETTINGS
-from broker.coordinator.config import INT32_MAX, GroupConfig
-from broker.storage.topics import KAFKA_MAX_RECORDS_PER_USER_OP, LogDefaults, parse_topic_spec
+import broker.events.hub as events
+import broker.server.settings as server
+import broker.storage.topics as storage
+from broker.coordinator.config import GroupConfig
+from broker.server.settings import Endpoint as Endpoint
+from broker.server.settings import host_port as host_port
+from broker.server.settings import is_wildcard
+from broker.server.settings import parse_endpoints as parse_endpoints
+from broker.server.settings import reachable_host as reachable_host
+from broker.setting import DECLARED, ENV_PREFIX, Setting
+from broker.storage.topics import LogDefaults
 from broker.transactions.config import TxnConfig
 
-ENV_PREFIX = "GROUP_BROKER_"
-ADMIN_PORT = 9644  # the control API's default port
+ADMIN_PORT: int = server.ADMIN_PORT.default  # the control API's default port
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
+# One declared setting, as config/ collects it (``fills`` set to the field it fills).
+Option = Setting
+
+# The options config/ declares itself: the file the others may come from, and the broker's log (logs.py).
+CONFIG = Setting(
+    "config", None, str, "read settings from this TOML file (our names or Kafka's dotted names)", setting=False
+)
+LOG_LEVEL = Setting("log_level", "info", str, "broker log level", choices=("debug", "info", "warning", "error"))
+LOG_FORMAT = Setting(
+    "log_format", "auto", str, "console, json, or auto (console on a terminal, JSON lines otherwise)",
+    choices=("auto", "console", "json"),
+)
 
 
 class SettingsError(ValueError):
@@ -49,42 +68,42 @@ def random_cluster_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """What the broker runs with. Each field's default is the setting's (Kafka's, where Kafka has the setting);
-    its flag, help and Kafka name are its entry in ``OPTIONS``."""
+    """What the broker runs with. Each field is filled by the setting its owner declared (whose default is Kafka's,
+    where Kafka has the setting), or is a section: a config class whose own fields declare theirs."""
 
-    host: str = "0.0.0.0"
-    port: int = 9092
-    advertised_host: str | None = None
-    advertised_port: int | None = None
-    listeners: tuple[Endpoint, ...] = ()
-    advertised_listeners: tuple[Endpoint, ...] = ()
-    node_id: int = 1
-    cluster_id: str = ""  # empty: a random one in Kafka's format, drawn by __post_init__
-    group: GroupConfig = field(default_factory=GroupConfig)
-    txn: TxnConfig = field(default_factory=TxnConfig)  # the transaction coordinator's (transaction_settings.py)
-    socket_request_max_bytes: int = 104_857_600
-    socket_send_buffer_high_bytes: int = 4 * 1024 * 1024
-    socket_send_buffer_low_bytes: int = 1024 * 1024
-    max_connections: int = INT32_MAX
-    max_connections_per_ip: int = INT32_MAX
-    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()
-    max_partitions_per_request: int = KAFKA_MAX_RECORDS_PER_USER_OP
-    max_partitions_per_topic: int = KAFKA_MAX_RECORDS_PER_USER_OP
-    topics: tuple[tuple[str, int], ...] = ()
-    auto_create_topics: bool = True
-    num_partitions: int = 1
-    log: LogDefaults = field(default_factory=LogDefaults)
-    log_retention_check_interval_ms: int = 300_000
-    storage_max_bytes: int = 1_073_741_824
-    log_level: str = "info"
-    log_format: str = "auto"
-    admin_host: str = "127.0.0.1"
-    admin_port: int = ADMIN_PORT
-    event_log: str | None = None
-    event_log_max_bytes: int = 100 * 1024 * 1024
-    event_log_backups: int = 5
-    event_buffer_size: int = 1000
-    event_buffer_total: int = 10_000
+    host: str = server.HOST.field()
+    port: int = server.PORT.field()
+    listeners: tuple[Endpoint, ...] = server.LISTENERS.field()
+    advertised_listeners: tuple[Endpoint, ...] = server.ADVERTISED_LISTENERS.field()
+    advertised_host: str | None = server.ADVERTISED_HOST.field()
+    advertised_port: int | None = server.ADVERTISED_PORT.field()
+    node_id: int = server.NODE_ID.field()
+    cluster_id: str = server.CLUSTER_ID.field()  # empty: a random one in Kafka's format, drawn by __post_init__
+    group: GroupConfig = field(default_factory=GroupConfig)  # the group coordinator's own
+    socket_request_max_bytes: int = server.SOCKET_REQUEST_MAX_BYTES.field()
+    socket_send_buffer_high_bytes: int = server.SOCKET_SEND_BUFFER_HIGH_BYTES.field()
+    socket_send_buffer_low_bytes: int = server.SOCKET_SEND_BUFFER_LOW_BYTES.field()
+    max_connections: int = server.MAX_CONNECTIONS.field()
+    max_connections_per_ip: int = server.MAX_CONNECTIONS_PER_IP.field()
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = server.MAX_CONNECTIONS_PER_IP_OVERRIDES.field()
+    max_partitions_per_request: int = storage.MAX_PARTITIONS_PER_REQUEST.field()
+    max_partitions_per_topic: int = storage.MAX_PARTITIONS_PER_TOPIC.field()
+    topics: tuple[tuple[str, int], ...] = storage.TOPICS.field()
+    auto_create_topics: bool = storage.AUTO_CREATE_TOPICS.field()
+    num_partitions: int = storage.NUM_PARTITIONS.field()
+    log: LogDefaults = field(default_factory=LogDefaults)  # storage's topic defaults
+    log_retention_check_interval_ms: int = storage.LOG_RETENTION_CHECK_INTERVAL_MS.field()
+    storage_max_bytes: int = storage.STORAGE_MAX_BYTES.field()
+    log_level: str = LOG_LEVEL.field()
+    log_format: str = LOG_FORMAT.field()
+    admin_host: str = server.ADMIN_HOST.field()
+    admin_port: int = server.ADMIN_PORT.field()
+    event_log: str | None = events.EVENT_LOG.field()
+    event_log_max_bytes: int = events.EVENT_LOG_MAX_BYTES.field()
+    event_log_backups: int = events.EVENT_LOG_BACKUPS.field()
+    event_buffer_size: int = events.EVENT_BUFFER_SIZE.field()
+    event_buffer_total: int = events.EVENT_BUFFER_TOTAL.field()
+    txn: TxnConfig = field(default_factory=TxnConfig)  # the transaction coordinator's own
     # The options a flag, the environment or the TOML file set (``resolve``); the rest are defaults. Not a setting:
     # it tells a value asked for from one nobody asked for (issue 18: a taken default admin port gives way).
     given: frozenset[str] = field(default=frozenset(), compare=False)
@@ -97,6 +116,7 @@ class Settings:
                 f"socket_send_buffer_low_bytes ({self.socket_send_buffer_low_bytes}) must be between 0 and "
                 f"socket_send_buffer_high_bytes ({self.socket_send_buffer_high_bytes})"
             )
+        server.refuse_unserved(self.bind_endpoints())  # before anything binds (issue 25 item 7)
         if self.listeners:
             ports = [e.port for e in self.listeners if e.port]
             if len(ports) != len(set(ports)):
@@ -131,308 +151,24 @@ class Settings:
         return "localhost" if is_wildcard(listener.host) else listener.host
 
 
-# --- the declared options --------------------------------------------------------------------------------------
+# --- the collected options -------------------------------------------------------------------------------------
 
-
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
-def _host_counts(text: str) -> tuple[tuple[str, int], ...]:
-    """Kafka's ``max.connections.per.ip.overrides``: comma-separated ``host:count`` (the last colon splits, so an
-    IPv6 address needs no brackets)."""
-    pairs = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        host, colon, count = item.rpartition(":")
-        if not colon or not host or not count.isdigit():
-            raise ValueError(f"{item!r} is not HOST:COUNT")
-        pairs.append((host.strip("[]"), int(count)))
-    return tuple(pairs)
-
-
-def _topics(text: str) -> tuple[tuple[str, int], ...]:
-    return tuple(parse_topic_spec(spec) for spec in text.replace(",", " ").split())
-
-
-def _names(text: str) -> tuple[str, ...]:
-    """Kafka's LIST type: comma-separated, each item trimmed, empty items dropped. Which names are valid is
-    GroupConfig's to say, so a bad one refuses start with its message."""
-    return tuple(item.strip() for item in text.split(",") if item.strip())
-
-
-# The sections of Settings an option may fill, by the name of the Settings field that holds each.
+# The sections of Settings: fields holding an owner's config class, whose own fields declare the settings.
 _SECTIONS: dict[str, type[GroupConfig] | type[LogDefaults] | type[TxnConfig]] = {
     "group": GroupConfig, "log": LogDefaults, "txn": TxnConfig,
 }
 
 
-def _field_default(path: str) -> Any:
-    """The default of the field at ``path`` (``"port"``, ``"group.max_size"``): where each default is written."""
-    section, _, name = path.rpartition(".")
-    holder = _SECTIONS[section] if section else Settings
+def _declared(holder: type[Any], prefix: str = "") -> Iterator[Setting]:
+    """The settings declared on ``holder``'s fields, in field order, each told the dotted path it fills."""
     for found in fields(holder):
-        if found.name == name:
-            if found.default is MISSING:
-                raise TypeError(f"an option fills {path}, which has no plain default to show and fall back on")
-            return found.default
-    raise LookupError(f"an option fills {path}, which is not a field")
+        if found.name in _SECTIONS and not prefix:
+            yield from _declared(_SECTIONS[found.name], found.name + ".")
+        elif DECLARED in found.metadata:
+            yield replace(found.metadata[DECLARED], fills=prefix + found.name)
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
-    """One setting. ``name`` is the TOML key; the flag is ``--name-with-dashes``, the variable GROUP_BROKER_NAME.
-    Its default is not written here: it is the default of the field the option fills."""
-
-    name: str
-    parse: Callable[[str], Any]
-    help: str
-    kafka: str | None = None  # Kafka's name for the same setting, also accepted as a TOML key
-    kafka_default: str | None = None  # as Kafka documents it; None: the same as ours
-    choices: tuple[str, ...] = ()
-    shown_default: str | None = None  # when the default is computed
-    # The field the value goes to, dotted into a section of Settings ("group.max_size"); None: the field of Settings
-    # named like the option.
-    fills: str | None = None
-    setting: bool = True  # False for ``config``: it names the file the settings come from, it is not one
-    default: Any = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "default", _field_default(self.path) if self.setting else None)
-
-    @property
-    def path(self) -> str:
-        return self.fills or self.name
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.name.upper()
-
-    def from_text(self, text: str) -> Any:
-        value = self.parse(text)
-        if self.choices and value not in self.choices:
-            raise ValueError(f"expected one of {', '.join(self.choices)}, got {text!r}")
-        return value
-
-    def from_toml(self, value: Any) -> Any:
-        """A TOML value: native types as they are (no silent conversions), strings as the flag would take them."""
-        if self.parse is _topics and isinstance(value, list | dict):
-            specs = value if isinstance(value, list) else [f"{name}:{count}" for name, count in value.items()]
-            return _topics(" ".join(str(spec) for spec in specs))
-        if self.parse is _host_counts and isinstance(value, dict):
-            return _host_counts(",".join(f"{host}:{count}" for host, count in value.items()))
-        if self.parse is parse_endpoints and isinstance(value, list):
-            return parse_endpoints(",".join(str(item) for item in value))
-        if self.parse is _names and isinstance(value, list):
-            if not all(isinstance(item, str) for item in value):
-                raise ValueError(f"expected a TOML list of strings, got {value!r}")
-            return _names(",".join(value))
-        expected: type = {int: int, _bool: bool}.get(self.parse, str)
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise ValueError(f"expected a TOML {expected.__name__}, got {type(value).__name__} {value!r}")
-        return self.from_text(value) if isinstance(value, str) else value
-
-    def default_text(self) -> str:
-        if self.shown_default is not None:
-            return self.shown_default
-        if self.default is None or self.default == ():
-            return "none"
-        if isinstance(self.default, bool):
-            return str(self.default).lower()
-        if isinstance(self.default, tuple) and all(isinstance(item, str) for item in self.default):
-            return ",".join(self.default)  # a LIST setting, written as Kafka writes it
-        return str(self.default)
-
-
-OPTIONS: tuple[Option, ...] = (
-    Option(
-        "config", str, "read settings from this TOML file (our names or Kafka's dotted names)", setting=False
-    ),
-    Option("host", str, "address to listen on (when --listeners is not set)"),
-    Option("port", int, "port to listen on (0 picks a free one; when --listeners is not set)"),
-    Option(
-        "listeners", parse_endpoints, "NAME://HOST:PORT,...: one listener each, overrides --host/--port",
-        kafka="listeners", kafka_default="PLAINTEXT://:9092", shown_default="PLAINTEXT://HOST:PORT",
-    ),
-    Option(
-        "advertised_listeners", parse_endpoints,
-        "NAME://HOST:PORT,...: what Metadata and FindCoordinator return to clients of each listener",
-        kafka="advertised.listeners", kafka_default="listeners", shown_default="the listeners",
-    ),
-    Option(
-        "advertised_host", str, "host to advertise for listeners without an advertised.listeners entry",
-        shown_default="listen host, or localhost",
-    ),
-    Option("advertised_port", int, "port to advertise likewise", shown_default="the bound port"),
-    Option("node_id", int, "this broker's node id", kafka="node.id", kafka_default="-1 (must be set)"),
-    Option(
-        "cluster_id", str, "cluster id reported in Metadata (Kafka's comes from `kafka-storage.sh format`)",
-        shown_default="random, Kafka's format",
-    ),
-    Option(
-        "group_min_session_timeout_ms", int, "lowest session timeout a member may ask for",
-        kafka="group.min.session.timeout.ms", fills="group.min_session_timeout_ms",
-    ),
-    Option(
-        "group_max_session_timeout_ms", int, "highest session timeout a member may ask for",
-        kafka="group.max.session.timeout.ms", fills="group.max_session_timeout_ms",
-    ),
-    Option(
-        "group_initial_rebalance_delay_ms", int,
-        "how long the first rebalance of an empty group waits for more members (0 for tests)",
-        kafka="group.initial.rebalance.delay.ms", fills="group.initial_rebalance_delay_ms",
-    ),
-    Option(
-        "group_max_size", int, "most members a group may have", kafka="group.max.size", fills="group.max_size"
-    ),
-    Option(
-        "offsets_retention_minutes", int, "how long an empty group's committed offsets are kept",
-        kafka="offsets.retention.minutes", fills="group.offsets_retention_minutes",
-    ),
-    Option(
-        "offsets_retention_check_interval_ms", int, "how often expired offsets are removed",
-        kafka="offsets.retention.check.interval.ms", fills="group.offsets_retention_check_interval_ms",
-    ),
-    Option(
-        "offset_metadata_max_bytes", int, "largest metadata string of a committed offset",
-        kafka="offset.metadata.max.bytes", fills="group.offset_metadata_max_bytes",
-    ),
-    # KIP-848 consumer groups (docs/spec/consumer-groups.md section 11; Kafka's GroupCoordinatorConfig). The
-    # timeouts are the broker's to dictate: clients cannot override them (section 12), so tests lower them here.
-    Option(
-        "group_coordinator_rebalance_protocols", _names,
-        "group protocols served, comma-separated; without consumer, ConsumerGroupHeartbeat and "
-        "ConsumerGroupDescribe answer UNSUPPORTED_VERSION (classic cannot be left out)",
-        kafka="group.coordinator.rebalance.protocols", kafka_default="classic,consumer (4.1+: also streams)",
-        fills="group.rebalance_protocols",
-    ),
-    Option(
-        "group_consumer_session_timeout_ms", int,
-        "session timeout of consumer-protocol members (within its min and max, above the heartbeat interval)",
-        kafka="group.consumer.session.timeout.ms", fills="group.consumer_session_timeout_ms",
-    ),
-    Option(
-        "group_consumer_min_session_timeout_ms", int, "lowest consumer-protocol session timeout",
-        kafka="group.consumer.min.session.timeout.ms", fills="group.consumer_min_session_timeout_ms",
-    ),
-    Option(
-        "group_consumer_max_session_timeout_ms", int, "highest consumer-protocol session timeout",
-        kafka="group.consumer.max.session.timeout.ms", fills="group.consumer_max_session_timeout_ms",
-    ),
-    Option(
-        "group_consumer_heartbeat_interval_ms", int,
-        "heartbeat interval the broker gives consumer-protocol members (within its min and max)",
-        kafka="group.consumer.heartbeat.interval.ms", fills="group.consumer_heartbeat_interval_ms",
-    ),
-    Option(
-        "group_consumer_min_heartbeat_interval_ms", int, "lowest consumer-protocol heartbeat interval",
-        kafka="group.consumer.min.heartbeat.interval.ms", fills="group.consumer_min_heartbeat_interval_ms",
-    ),
-    Option(
-        "group_consumer_max_heartbeat_interval_ms", int, "highest consumer-protocol heartbeat interval",
-        kafka="group.consumer.max.heartbeat.interval.ms", fills="group.consumer_max_heartbeat_interval_ms",
-    ),
-    Option(
-        "group_consumer_max_size", int, "most members a consumer group may have (classic-protocol members count)",
-        kafka="group.consumer.max.size", fills="group.consumer_max_size",
-    ),
-    Option(
-        "group_consumer_assignors", _names,
-        "server-side assignors (uniform, range); the first is used when a member names none",
-        kafka="group.consumer.assignors", fills="group.consumer_assignors",
-    ),
-    Option(
-        "socket_request_max_bytes", int, "largest request; a larger one closes the connection",
-        kafka="socket.request.max.bytes",
-    ),
-    Option(
-        "socket_send_buffer_high_bytes", int,
-        "stop reading a connection and answering its queued requests while more than this many bytes of answers "
-        "wait to be sent to it (Kafka has no such setting: it mutes a connection until its answer is sent)",
-    ),
-    Option(
-        "socket_send_buffer_low_bytes", int,
-        "resume once the answers waiting to be sent drain to this many bytes (Kafka has no such setting either)",
-    ),
-    Option(
-        "max_connections", int,
-        "most client connections at once, all listeners together; at the limit the broker stops accepting until "
-        "one closes (the next connection waits, unread)",
-        kafka="max.connections",
-    ),
-    Option(
-        "max_connections_per_ip", int,
-        "most client connections at once from one address; a connection over it is closed at once",
-        kafka="max.connections.per.ip",
-    ),
-    Option(
-        "max_connections_per_ip_overrides", _host_counts, "HOST:COUNT,...: a per-address limit for these addresses",
-        kafka="max.connections.per.ip.overrides",
-    ),
-    Option(
-        "max_partitions_per_request", int,
-        "most metadata records one CreateTopics or CreatePartitions may write, counted as Kafka's controller counts "
-        "them (one per topic, per config and per partition); past it, POLICY_VIOLATION and nothing is created "
-        "(Kafka's is fixed at 10,000)",
-    ),
-    Option(
-        "max_partitions_per_topic", int,
-        "most partitions one topic may have through CreateTopics or CreatePartitions; past it that topic gets "
-        "POLICY_VIOLATION (Kafka has no such limit; a test broker keeps every partition in memory)",
-    ),
-    Option(
-        "topic", _topics, "NAME:PARTITIONS to create at start (a bare NAME gets 1 partition; flag repeatable; "
-        "variable comma-separated)", fills="topics",
-    ),
-    Option(
-        "auto_create_topics_enable", _bool, "create unknown topics on Metadata and Produce",
-        kafka="auto.create.topics.enable", fills="auto_create_topics",
-    ),
-    Option("num_partitions", int, "partitions of an auto-created topic", kafka="num.partitions"),
-    Option(
-        "log_retention_ms", int, "topic default for retention.ms (-1: no limit)",
-        kafka="log.retention.ms", kafka_default="604800000 (log.retention.hours=168)", fills="log.retention_ms",
-    ),
-    Option(
-        "log_retention_bytes", int, "topic default for retention.bytes, per partition (-1: no limit)",
-        kafka="log.retention.bytes", fills="log.retention_bytes",
-    ),
-    Option(
-        "log_retention_check_interval_ms", int, "how often retention runs", kafka="log.retention.check.interval.ms"
-    ),
-    Option(
-        "message_max_bytes", int, "topic default for max.message.bytes (largest record batch)",
-        kafka="message.max.bytes", fills="log.max_message_bytes",
-    ),
-    Option("storage_max_bytes", int, "cap on bytes stored in all partition logs (-1: none)"),
-    Option("log_level", str, "broker log level", choices=("debug", "info", "warning", "error")),
-    Option(
-        "log_format", str, "console, json, or auto (console on a terminal, JSON lines otherwise)",
-        choices=("auto", "console", "json"),
-    ),
-    Option("admin_host", str, "address of the HTTP control API (0.0.0.0 exposes it: it can kick members)"),
-    Option(
-        "admin_port", int,
-        "port of the HTTP control API (0 picks a free one, -1 turns it off; the default, when taken and not asked "
-        "for, gives way to a free one)",
-    ),
-    Option("event_log", str, "append group events to this JSON-lines file (schema: docs/events.md)"),
-    Option("event_log_max_bytes", int, "rotate the event log when it reaches this size"),
-    Option("event_log_backups", int, "rotated event logs to keep (PATH.1 is the newest)"),
-    Option("event_buffer_size", int, "events kept in memory per group for the control API"),
-    Option("event_buffer_total", int, "events kept in memory for all groups together (oldest go first)"),
-    *(Option(name, int, text, kafka=kafka, fills=f"txn.{name}") for name, text, kafka in TXN_SETTINGS),
-)
+OPTIONS: tuple[Option, ...] = (CONFIG, *_declared(Settings))
 
 _BY_KEY: dict[str, Option] = {key: o for o in OPTIONS for key in (o.name, o.kafka) if key is not None}
 

@@ -4,36 +4,94 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-INT32_MAX = 2**31 - 1
+from broker.setting import INT32_MAX as INT32_MAX
+from broker.setting import Setting, names_from_toml, parse_names
 
 
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
     """The coordinator's settings with Kafka's defaults, so a bare ``GroupConfig()`` behaves as Kafka does.
 
-    These defaults are the broker's: the flags, Kafka's names and the help of all but the last field are declared
-    in broker/config/settings.py (``OPTIONS``), which reads the defaults from here.
+    Each field but the join timeout is declared here, once: its ``Setting`` (broker/setting.py) holds the default,
+    the option's name, help and Kafka's name, as Kafka's ``GroupCoordinatorConfig`` defines its own configs.
+    broker/config/settings.py collects these declarations (flag, variable, TOML key, README table, DescribeConfigs).
     """
 
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = INT32_MAX
-    offsets_retention_minutes: int = 10080
-    offsets_retention_check_interval_ms: int = 600_000
-    offset_metadata_max_bytes: int = 4096
+    min_session_timeout_ms: int = Setting(
+        "group_min_session_timeout_ms", 6000, int, "lowest session timeout a member may ask for",
+        kafka="group.min.session.timeout.ms",
+    ).field()
+    max_session_timeout_ms: int = Setting(
+        "group_max_session_timeout_ms", 1_800_000, int, "highest session timeout a member may ask for",
+        kafka="group.max.session.timeout.ms",
+    ).field()
+    initial_rebalance_delay_ms: int = Setting(
+        "group_initial_rebalance_delay_ms", 3000, int,
+        "how long the first rebalance of an empty group waits for more members (0 for tests)",
+        kafka="group.initial.rebalance.delay.ms",
+    ).field()
+    max_size: int = Setting(
+        "group_max_size", INT32_MAX, int, "most members a group may have", kafka="group.max.size"
+    ).field()
+    offsets_retention_minutes: int = Setting(
+        "offsets_retention_minutes", 10080, int, "how long an empty group's committed offsets are kept",
+        kafka="offsets.retention.minutes",
+    ).field()
+    offsets_retention_check_interval_ms: int = Setting(
+        "offsets_retention_check_interval_ms", 600_000, int, "how often expired offsets are removed",
+        kafka="offsets.retention.check.interval.ms",
+    ).field()
+    offset_metadata_max_bytes: int = Setting(
+        "offset_metadata_max_bytes", 4096, int, "largest metadata string of a committed offset",
+        kafka="offset.metadata.max.bytes",
+    ).field()
     # A constant in Kafka's group coordinator (not a setting there), so no option here either.
     new_member_join_timeout_ms: int = 300_000
-    # KIP-848 consumer groups (GroupCoordinatorConfig, docs/spec/consumer-groups.md section 11).
-    rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
-    consumer_session_timeout_ms: int = 45_000
-    consumer_min_session_timeout_ms: int = 45_000
-    consumer_max_session_timeout_ms: int = 60_000
-    consumer_heartbeat_interval_ms: int = 5_000
-    consumer_min_heartbeat_interval_ms: int = 5_000
-    consumer_max_heartbeat_interval_ms: int = 15_000
-    consumer_max_size: int = INT32_MAX
-    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # KIP-848 consumer groups (docs/spec/consumer-groups.md section 11; Kafka's GroupCoordinatorConfig). The
+    # timeouts are the broker's to dictate: clients cannot override them (section 12), so tests lower them here.
+    rebalance_protocols: tuple[str, ...] = Setting(
+        "group_coordinator_rebalance_protocols", ("classic", "consumer"), parse_names,
+        "group protocols served, comma-separated; without consumer, ConsumerGroupHeartbeat and "
+        "ConsumerGroupDescribe answer UNSUPPORTED_VERSION (classic cannot be left out)",
+        kafka="group.coordinator.rebalance.protocols", kafka_default="classic,consumer (4.1+: also streams)",
+        from_toml_shape=names_from_toml,
+    ).field()
+    consumer_session_timeout_ms: int = Setting(
+        "group_consumer_session_timeout_ms", 45_000, int,
+        "session timeout of consumer-protocol members (within its min and max, above the heartbeat interval)",
+        kafka="group.consumer.session.timeout.ms",
+    ).field()
+    consumer_min_session_timeout_ms: int = Setting(
+        "group_consumer_min_session_timeout_ms", 45_000, int, "lowest consumer-protocol session timeout",
+        kafka="group.consumer.min.session.timeout.ms",
+    ).field()
+    consumer_max_session_timeout_ms: int = Setting(
+        "group_consumer_max_session_timeout_ms", 60_000, int, "highest consumer-protocol session timeout",
+        kafka="group.consumer.max.session.timeout.ms",
+    ).field()
+    consumer_heartbeat_interval_ms: int = Setting(
+        "group_consumer_heartbeat_interval_ms", 5_000, int,
+        "heartbeat interval the broker gives consumer-protocol members (within its min and max)",
+        kafka="group.consumer.heartbeat.interval.ms",
+    ).field()
+    consumer_min_heartbeat_interval_ms: int = Setting(
+        "group_consumer_min_heartbeat_interval_ms", 5_000, int, "lowest consumer-protocol heartbeat interval",
+        kafka="group.consumer.min.heartbeat.interval.ms",
+    ).field()
+    consumer_max_heartbeat_interval_ms: int = Setting(
+        "group_consumer_max_heartbeat_interval_ms", 15_000, int, "highest consumer-protocol heartbeat interval",
+        kafka="group.consumer.max.heartbeat.interval.ms",
+    ).field()
+    consumer_max_size: int = Setting(
+        "group_consumer_max_size", INT32_MAX, int,
+        "most members a consumer group may have (classic-protocol members count)",
+        kafka="group.consumer.max.size",
+    ).field()
+    consumer_assignors: tuple[str, ...] = Setting(
+        "group_consumer_assignors", ("uniform", "range"), parse_names,
+        "server-side assignors (uniform, range); the first is used when a member names none",
+        kafka="group.consumer.assignors", from_toml_shape=names_from_toml,
+    ).field()
 
     def __post_init__(self) -> None:
         if self.max_size < 1:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.events.names import FORMAT_VERSION
 from broker.log import get_logger
+from broker.setting import Setting
 from broker.timing.clock import Clock
 
 if TYPE_CHECKING:
@@ -24,6 +25,19 @@ if TYPE_CHECKING:
 
 Record = dict[str, Any]
 Subscriber = Callable[[Record], None]
+
+# The hub's settings, declared here once (broker/setting.py) and collected by broker/config/settings.py: the event
+# log file and the rings the control API reads. Here rather than in a module of their own: this one is on serve's
+# start-up path already, and every module more delays the first answer (issue 17).
+EVENT_LOG = Setting("event_log", None, str, "append group events to this JSON-lines file (schema: docs/events.md)")
+EVENT_LOG_MAX_BYTES = Setting(
+    "event_log_max_bytes", 100 * 1024 * 1024, int, "rotate the event log when it reaches this size"
+)
+EVENT_LOG_BACKUPS = Setting("event_log_backups", 5, int, "rotated event logs to keep (PATH.1 is the newest)")
+EVENT_BUFFER_SIZE = Setting("event_buffer_size", 1000, int, "events kept in memory per group for the control API")
+EVENT_BUFFER_TOTAL = Setting(
+    "event_buffer_total", 10_000, int, "events kept in memory for all groups together (oldest go first)"
+)
 
 
 class GroupEvents(Protocol):
@@ -49,7 +63,9 @@ class LoggedEvents:
 class EventFile:
     """The JSON-lines event log, rotated by size (``logging``'s RotatingFileHandler does the renaming)."""
 
-    def __init__(self, path: str, max_bytes: int = 100 * 1024 * 1024, backups: int = 5) -> None:
+    def __init__(
+        self, path: str, max_bytes: int = EVENT_LOG_MAX_BYTES.default, backups: int = EVENT_LOG_BACKUPS.default
+    ) -> None:
         self.path = path
         self._handler = logging.handlers.RotatingFileHandler(
             path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
@@ -70,8 +86,8 @@ class EventHub:
         self,
         clock: Clock,
         *,
-        ring_size: int = 1000,
-        buffer_total: int = 10_000,
+        ring_size: int = EVENT_BUFFER_SIZE.default,
+        buffer_total: int = EVENT_BUFFER_TOTAL.default,
         debug: bool = False,
         file: EventFile | None = None,
         log: FilteringBoundLogger | None = None,

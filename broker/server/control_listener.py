@@ -21,8 +21,8 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any, cast
 
-from broker.config.endpoints import host_port, is_wildcard, reachable_host
 from broker.log import get_logger
+from broker.server.settings import host_port, is_wildcard, reachable_host
 
 if TYPE_CHECKING:
     from collections.abc import Callable

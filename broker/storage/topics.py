@@ -11,7 +11,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from broker.setting import Setting, parse_bool
 
 if TYPE_CHECKING:  # imported where a log is made: settings and the API layer read this module before any exists
     from broker.storage.partition_log import PartitionLog, StorageBudget
@@ -22,7 +24,7 @@ _MAX_NAME_LENGTH = 249
 # and a topic name or config value may be that long by itself.
 _SHOWN = 255
 # QuorumController.MAX_RECORDS_PER_USER_OP: the most metadata records one user operation may create. The default of
-# both partition limits (broker/config/settings.py declares them; the server passes them in).
+# both partition limits (declared below; the server passes them in).
 KAFKA_MAX_RECORDS_PER_USER_OP = 10_000
 
 # Topic-level configs Kafka 4 accepts. The three the broker acts on are read from here;
@@ -74,11 +76,65 @@ class InvalidConfig(ValueError):
 @dataclass(frozen=True, slots=True)
 class LogDefaults:
     """Broker-wide defaults of the topic configs the broker acts on, with Kafka's defaults (its log.retention.ms,
-    log.retention.bytes and message.max.bytes; the flags and help are declared in broker/config/settings.py)."""
+    log.retention.bytes and message.max.bytes), each declared here once (``Setting``, broker/setting.py)."""
 
-    retention_ms: int = 604_800_000
-    retention_bytes: int = -1
-    max_message_bytes: int = 1_048_588
+    retention_ms: int = Setting(
+        "log_retention_ms", 604_800_000, int, "topic default for retention.ms (-1: no limit)",
+        kafka="log.retention.ms", kafka_default="604800000 (log.retention.hours=168)",
+    ).field()
+    retention_bytes: int = Setting(
+        "log_retention_bytes", -1, int, "topic default for retention.bytes, per partition (-1: no limit)",
+        kafka="log.retention.bytes",
+    ).field()
+    max_message_bytes: int = Setting(
+        "message_max_bytes", 1_048_588, int, "topic default for max.message.bytes (largest record batch)",
+        kafka="message.max.bytes",
+    ).field()
+
+
+# The storage settings that are fields of ``Settings`` itself (broker/config/settings.py), declared by storage.
+
+MAX_PARTITIONS_PER_REQUEST = Setting(
+    "max_partitions_per_request", KAFKA_MAX_RECORDS_PER_USER_OP, int,
+    "most metadata records one CreateTopics or CreatePartitions may write, counted as Kafka's controller counts "
+    "them (one per topic, per config and per partition); past it, POLICY_VIOLATION and nothing is created "
+    "(Kafka's is fixed at 10,000)",
+)
+MAX_PARTITIONS_PER_TOPIC = Setting(
+    "max_partitions_per_topic", KAFKA_MAX_RECORDS_PER_USER_OP, int,
+    "most partitions one topic may have through CreateTopics or CreatePartitions; past it that topic gets "
+    "POLICY_VIOLATION (Kafka has no such limit; a test broker keeps every partition in memory)",
+)
+
+
+def parse_topic_specs(text: str) -> tuple[tuple[str, int], ...]:
+    """``NAME:PARTITIONS`` items, separated by commas or spaces (the variable's form; the flag repeats)."""
+    return tuple(parse_topic_spec(spec) for spec in text.replace(",", " ").split())
+
+
+def _topic_specs_from_toml(value: Any) -> str:
+    """A TOML list of specs (``["orders:6", "payments"]``) or a table of counts (``{orders = 6}``)."""
+    specs = value if isinstance(value, list) else [f"{name}:{count}" for name, count in value.items()]
+    return " ".join(str(spec) for spec in specs)
+
+
+TOPICS = Setting(
+    "topic", (), parse_topic_specs,
+    "NAME:PARTITIONS to create at start (a bare NAME gets 1 partition; flag repeatable; variable comma-separated)",
+    from_toml_shape=_topic_specs_from_toml,
+)
+AUTO_CREATE_TOPICS = Setting(
+    "auto_create_topics_enable", True, parse_bool, "create unknown topics on Metadata and Produce",
+    kafka="auto.create.topics.enable",
+)
+NUM_PARTITIONS = Setting("num_partitions", 1, int, "partitions of an auto-created topic", kafka="num.partitions")
+LOG_RETENTION_CHECK_INTERVAL_MS = Setting(
+    "log_retention_check_interval_ms", 300_000, int, "how often retention runs",
+    kafka="log.retention.check.interval.ms",
+)
+STORAGE_MAX_BYTES = Setting(
+    "storage_max_bytes", 1_073_741_824, int, "cap on bytes stored in all partition logs (-1: none)"
+)
 
 
 def new_topic_id() -> uuid.UUID:

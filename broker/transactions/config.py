@@ -4,17 +4,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.setting import Setting
+
 
 @dataclass(frozen=True, slots=True)
 class TxnConfig:
-    """A bare ``TxnConfig()`` behaves as Kafka's ``TransactionConfig`` defaults do."""
+    """A bare ``TxnConfig()`` behaves as Kafka's ``TransactionConfig`` defaults do. The settings among its fields
+    are declared here, once (``Setting``, broker/setting.py: default, name, help, Kafka's name), and collected by
+    broker/config/settings.py."""
 
-    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
-    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms (7 days)
-    # transaction.abort.timed.out.transaction.cleanup.interval.ms: the timeout scan (section 3.9)
-    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
-    # transaction.remove.expired.transaction.cleanup.interval.ms: the id expiration scan (section 3.9)
-    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    transaction_max_timeout_ms: int = Setting(
+        "transaction_max_timeout_ms", 900_000, int,
+        "highest transaction.timeout.ms a transactional producer may ask for", kafka="transaction.max.timeout.ms",
+    ).field()
+    transactional_id_expiration_ms: int = Setting(  # 7 days
+        "transactional_id_expiration_ms", 604_800_000, int,
+        "how long an idle transactional id is kept before it is forgotten", kafka="transactional.id.expiration.ms",
+    ).field()
+    # The timeout scan (section 3.9).
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Setting(
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms", 10_000, int,
+        "how often transactions open past their timeout are aborted",
+        kafka="transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    ).field()
+    # The id expiration scan (section 3.9).
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = Setting(
+        "transaction_remove_expired_transaction_cleanup_interval_ms", 3_600_000, int,
+        "how often expired transactional ids are removed",
+        kafka="transaction.remove.expired.transaction.cleanup.interval.ms",
+    ).field()
+    # Kafka settings, but fixed here and no options (transactions spec section 7).
     transaction_state_log_num_partitions: int = 50  # transaction.state.log.num.partitions
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions: the group's partition in the txn
     # Not a Kafka setting: a test knob (section 3.8 step 4) that holds a transaction in Prepare* this long before

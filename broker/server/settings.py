@@ -1,0 +1,200 @@
+"""The server's settings: where it listens, who it is, its socket and connection limits (Kafka's
+``SocketServerConfigs`` and ``KRaftConfigs`` names) and the control listener it binds, each declared once as a
+``Setting`` (broker/setting.py).
+
+With them, the listener syntax they parse (Kafka's ``listeners`` entries, ``NAME://host:port``, as its
+``EndPoint``) and the addresses derived from it: ``settings.py`` of config/ re-exports these; the command line
+(``broker/cli/``) and the embedded broker use ``reachable_host`` and ``host_port`` to build bootstrap strings and
+URLs.
+
+A leaf: it imports only the declaration type (stdlib otherwise), never the server itself, so that
+broker/config/settings.py (a layer below the server) can collect these declarations into ``Settings`` without an
+import pointing up; tests/test_layout.py ranks it below config/ for that reason. It also says which security
+protocols a listener may ask for (issue 25 item 7): the server's to know, config/'s to refuse before anything binds.
+
+The control API's address is declared here too: ``server/control_listener.py`` binds that port (control/ only
+answers behind it), and a leaf of control/'s own would load two more modules (the package and the leaf) before
+serve's first answer, which tests/cli/test_serve_imports.py counts (issue 17).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.setting import INT32_MAX, Setting
+
+# Kafka's SecurityProtocol names. Kafka finds a listener's protocol in listener.security.protocol.map, whose default
+# maps each of these names to itself; this broker has no such setting, so a listener named after one asks for that
+# protocol, and any other name (INTERNAL, EXTERNAL) is a label on a plaintext listener.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One entry of Kafka's ``listeners`` or ``advertised.listeners``: ``NAME://host:port``."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def security_protocol(self) -> str:
+        """What a client of this listener must speak (Kafka normalises listener names to upper case)."""
+        name = self.name.upper()
+        return name if name in SECURITY_PROTOCOLS else "PLAINTEXT"
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_ENDPOINT = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ipv6>[^\]]*)\]|(?P<host>[^:/\[\]]*)):(?P<port>\d+)$")
+
+
+def parse_endpoints(text: str) -> tuple[Endpoint, ...]:
+    """Kafka's listener list: comma-separated ``NAME://host:port``; an empty host means every interface."""
+    endpoints = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        match = _ENDPOINT.match(item)
+        if match is None:
+            raise ValueError(f"{item!r} is not NAME://HOST:PORT")
+        port = int(match["port"])
+        if port > 65535:
+            raise ValueError(f"{item!r}: port {port} is out of range")
+        host = match["ipv6"] if match["ipv6"] is not None else match["host"]
+        endpoints.append(Endpoint(match["name"], host, port))
+    names = [e.name for e in endpoints]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"listener name {duplicates[0]} appears twice")
+    return tuple(endpoints)
+
+
+def is_wildcard(host: str) -> bool:
+    """Kafka's "every interface" hosts: empty (``PLAINTEXT://:9092``), 0.0.0.0 and ::."""
+    return host in ("", "0.0.0.0", "::")
+
+
+def reachable_host(bound: str) -> str:
+    """Where a client on this machine reaches a listener bound to ``bound``: loopback for a wildcard."""
+    return "127.0.0.1" if bound in ("", "0.0.0.0") else "::1" if bound == "::" else bound
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port``, an IPv6 address in brackets (for bootstrap strings and URLs)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# What a listener speaks today: plaintext only. SSL, SASL_SSL and SASL_PLAINTEXT come with the security issue;
+# until then a listener that asks for them refuses the start rather than serving plaintext to a client configured
+# for TLS or SASL.
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+
+
+def refuse_unserved(listeners: Iterable[Endpoint]) -> None:
+    """ValueError naming the first listener whose security protocol this broker cannot speak."""
+    for listener in listeners:
+        if listener.security_protocol not in SERVED_SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"listener {listener}: security protocol {listener.security_protocol} is not served by this broker "
+                f"(only {', '.join(SERVED_SECURITY_PROTOCOLS)})"
+            )
+
+
+def _endpoints_from_toml(value: Any) -> str | None:
+    """A TOML list of ``NAME://HOST:PORT`` entries, as the comma-separated flag."""
+    return ",".join(str(item) for item in value) if isinstance(value, list) else None
+
+
+def parse_host_counts(text: str) -> tuple[tuple[str, int], ...]:
+    """Kafka's ``max.connections.per.ip.overrides``: comma-separated ``host:count`` (the last colon splits, so an
+    IPv6 address needs no brackets)."""
+    pairs = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, colon, count = item.rpartition(":")
+        if not colon or not host or not count.isdigit():
+            raise ValueError(f"{item!r} is not HOST:COUNT")
+        pairs.append((host.strip("[]"), int(count)))
+    return tuple(pairs)
+
+
+def _host_counts_from_toml(value: Any) -> str | None:
+    """A TOML table ``{"10.0.0.5" = 3}``, as the flag's ``HOST:COUNT,...``."""
+    return ",".join(f"{host}:{count}" for host, count in value.items()) if isinstance(value, dict) else None
+
+
+# -- where the broker listens and who it is --------------------------------------------------------------------
+
+HOST = Setting("host", "0.0.0.0", str, "address to listen on (when --listeners is not set)")
+PORT = Setting("port", 9092, int, "port to listen on (0 picks a free one; when --listeners is not set)")
+LISTENERS = Setting(
+    "listeners", (), parse_endpoints, "NAME://HOST:PORT,...: one listener each, overrides --host/--port",
+    kafka="listeners", kafka_default="PLAINTEXT://:9092", shown_default="PLAINTEXT://HOST:PORT",
+    from_toml_shape=_endpoints_from_toml,
+)
+ADVERTISED_LISTENERS = Setting(
+    "advertised_listeners", (), parse_endpoints,
+    "NAME://HOST:PORT,...: what Metadata and FindCoordinator return to clients of each listener",
+    kafka="advertised.listeners", kafka_default="listeners", shown_default="the listeners",
+    from_toml_shape=_endpoints_from_toml,
+)
+ADVERTISED_HOST = Setting(
+    "advertised_host", None, str, "host to advertise for listeners without an advertised.listeners entry",
+    shown_default="listen host, or localhost",
+)
+ADVERTISED_PORT = Setting("advertised_port", None, int, "port to advertise likewise", shown_default="the bound port")
+NODE_ID = Setting("node_id", 1, int, "this broker's node id", kafka="node.id", kafka_default="-1 (must be set)")
+CLUSTER_ID = Setting(  # empty: a random one in Kafka's format, drawn by Settings.__post_init__
+    "cluster_id", "", str, "cluster id reported in Metadata (Kafka's comes from `kafka-storage.sh format`)",
+    shown_default="random, Kafka's format",
+)
+
+# -- sockets and connections -----------------------------------------------------------------------------------
+
+SOCKET_REQUEST_MAX_BYTES = Setting(
+    "socket_request_max_bytes", 104_857_600, int, "largest request; a larger one closes the connection",
+    kafka="socket.request.max.bytes",
+)
+SOCKET_SEND_BUFFER_HIGH_BYTES = Setting(
+    "socket_send_buffer_high_bytes", 4 * 1024 * 1024, int,
+    "stop reading a connection and answering its queued requests while more than this many bytes of answers "
+    "wait to be sent to it (Kafka has no such setting: it mutes a connection until its answer is sent)",
+)
+SOCKET_SEND_BUFFER_LOW_BYTES = Setting(
+    "socket_send_buffer_low_bytes", 1024 * 1024, int,
+    "resume once the answers waiting to be sent drain to this many bytes (Kafka has no such setting either)",
+)
+MAX_CONNECTIONS = Setting(
+    "max_connections", INT32_MAX, int,
+    "most client connections at once, all listeners together; at the limit the broker stops accepting until "
+    "one closes (the next connection waits, unread)",
+    kafka="max.connections",
+)
+MAX_CONNECTIONS_PER_IP = Setting(
+    "max_connections_per_ip", INT32_MAX, int,
+    "most client connections at once from one address; a connection over it is closed at once",
+    kafka="max.connections.per.ip",
+)
+MAX_CONNECTIONS_PER_IP_OVERRIDES = Setting(
+    "max_connections_per_ip_overrides", (), parse_host_counts,
+    "HOST:COUNT,...: a per-address limit for these addresses", kafka="max.connections.per.ip.overrides",
+    from_toml_shape=_host_counts_from_toml,
+)
+
+# -- the control listener (server/control_listener.py) -------------------------------------------------------
+
+ADMIN_HOST = Setting(
+    "admin_host", "127.0.0.1", str, "address of the HTTP control API (0.0.0.0 exposes it: it can kick members)"
+)
+ADMIN_PORT = Setting(  # its default, when taken and not asked for, gives way to a free one (issue 18)
+    "admin_port", 9644, int,
+    "port of the HTTP control API (0 picks a free one, -1 turns it off; the default, when taken and not asked "
+    "for, gives way to a free one)",
+)
