@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 # Stop reading from a client that has this many requests queued behind a parked one; read again at half.
 _MAX_QUEUED_REQUESTS = 256
 _RESUME_QUEUED_REQUESTS = _MAX_QUEUED_REQUESTS // 2
+_CLOSED = PipelineState.CLOSED  # a module constant: in Python 3.11 an Enum member read from its class costs more
 
 
 class Connection(asyncio.Protocol):
@@ -49,7 +50,7 @@ class Connection(asyncio.Protocol):
     @property
     def reading(self) -> bool:
         """Whether the connection reads requests (flow control pauses it, either side)."""
-        return not self._reading_paused and self.pipeline.state is not PipelineState.CLOSED
+        return not self._reading_paused and self.pipeline.state is not _CLOSED
 
     @property
     def unsent_bytes(self) -> int:
@@ -69,17 +70,22 @@ class Connection(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
-        self.pipeline.connected(f"{peer[0]}:{peer[1]}" if peer else "unknown", peer[0] if peer else "unknown")
+        self.pipeline.connected(
+            f"{peer[0]}:{peer[1]}" if peer else "unknown", peer[0] if peer else "unknown", self._transport.write
+        )
         self._host.connection_opened(self)
 
     def data_received(self, data: bytes) -> None:
-        if self.pipeline.receive(data):
-            self._drain()
+        pipeline = self.pipeline
+        pipeline.receive(data)  # queued and answered as far as they can be
+        # Reading changes only when something waits or it is paused: the hot path's pass emptied the queue.
+        if self._reading_paused or pipeline.requests or pipeline.output_paused or pipeline.ending is not None:
+            self._update_reading()
 
     def eof_received(self) -> bool:
         # Keep the transport open to answer what is already queued or parked; the pass that answers the last closes it.
         self.pipeline.end_of_input()
-        self._drain()
+        self._update_reading()
         return True
 
     def pause_writing(self) -> None:
@@ -98,10 +104,6 @@ class Connection(asyncio.Protocol):
 
     # -- what the pipeline asks of the transport's side (pipeline.PipelineIO) --------------------------------
 
-    def write(self, data: bytes) -> None:
-        if self._transport is not None:
-            self._transport.write(data)
-
     def close_transport(self) -> None:
         if self._transport is not None:
             self._transport.close()
@@ -111,7 +113,7 @@ class Connection(asyncio.Protocol):
 
     def run_soon(self) -> None:
         # A fresh loop turn: the callers run inside the coordinator or the transport, neither of which to re-enter.
-        if not self._drain_scheduled and self.pipeline.state is not PipelineState.CLOSED:
+        if not self._drain_scheduled and self.pipeline.state is not _CLOSED:
             self._drain_scheduled = True
             self._loop.call_soon(self._drain)
 
@@ -131,13 +133,17 @@ class Connection(asyncio.Protocol):
         the connection is ending."""
         transport = self._transport
         pipeline = self.pipeline
-        if transport is None or pipeline.state is PipelineState.CLOSED:
+        if transport is None or pipeline.state is _CLOSED:
             return
         if self._reading_paused:
-            if not pipeline.output_paused and pipeline.queued <= _RESUME_QUEUED_REQUESTS and pipeline.ending is None:
+            if (
+                not pipeline.output_paused
+                and len(pipeline.requests) <= _RESUME_QUEUED_REQUESTS
+                and pipeline.ending is None
+            ):
                 self._reading_paused = False
                 transport.resume_reading()
-        elif pipeline.output_paused or pipeline.queued > _MAX_QUEUED_REQUESTS or pipeline.ending is not None:
+        elif pipeline.output_paused or len(pipeline.requests) > _MAX_QUEUED_REQUESTS or pipeline.ending is not None:
             self._reading_paused = True
             transport.pause_reading()
 

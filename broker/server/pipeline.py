@@ -74,7 +74,11 @@ class PipelineState(enum.Enum):
     CLOSED = "closed"  # nothing more is read or answered
 
 
+# The states as module constants: in Python 3.11 an Enum member read from its class costs a Python-level lookup.
 _READY = PipelineState.READY
+_PARKED = PipelineState.PARKED
+_DELAYED = PipelineState.DELAYED
+_CLOSED = PipelineState.CLOSED
 
 
 class PipelineIO(Protocol):
@@ -83,9 +87,6 @@ class PipelineIO(Protocol):
     @property
     def unsent_bytes(self) -> int:
         """Answer bytes written and not yet sent (the transport's write buffer)."""
-
-    def write(self, data: bytes) -> None:
-        """Send answers, in order."""
 
     def close_transport(self) -> None:
         """Close the transport once what was written has gone."""
@@ -99,6 +100,10 @@ class PipelineIO(Protocol):
     def call_later(self, seconds: float, callback: Callable[[], None]) -> None: ...
 
 
+def _nowhere(data: bytes) -> None:
+    """Where answers would go before ``connected``: nothing is received before then, so nothing is answered."""
+
+
 class RequestPipeline:
     """One connection's requests, answered in order. ``output_paused`` is set while the transport holds more than
     its high-water mark: a pass then answers nothing more (the asyncio protocol's ``pause_writing``)."""
@@ -107,10 +112,11 @@ class RequestPipeline:
         self._host = host
         self._api = api  # the listener's: Metadata and FindCoordinator answer with its advertised address
         self._io = io
+        self._write: Callable[[bytes], None] = _nowhere  # the transport's, from ``connected`` on
         settings = host.settings
         self._reader = FrameReader(settings.socket_request_max_bytes)
         self._high_water = settings.socket_send_buffer_high_bytes
-        self._queue: collections.deque[bytes] = collections.deque()
+        self.requests: collections.deque[bytes] = collections.deque()  # received, not answered yet
         self.state = _READY
         self.output_paused = False
         # Set when the connection must end once what is queued is answered ("" = quietly, else the reason).
@@ -131,32 +137,29 @@ class RequestPipeline:
         self._heartbeats_mark = 0  # ``_heartbeats_seen`` when ``_beats`` was last emptied
 
     @property
-    def queued(self) -> int:
-        """Requests received and not answered yet."""
-        return len(self._queue)
-
-    @property
     def client_id(self) -> str:
         return self._client_id
 
-    def connected(self, peer: str, host: str) -> None:
-        """Who is at the other end: ``peer`` for the log, ``host`` (an address) for the coordinator's members."""
+    def connected(self, peer: str, host: str, write: Callable[[bytes], None]) -> None:
+        """Who is at the other end: ``peer`` for the log, ``host`` (an address) for the coordinator's members;
+        ``write`` sends answers to it, in order (the transport's own: one call, not two, per pass)."""
         self.peer = peer
+        self._write = write
         self._client = Client(self._client_id, f"/{host}")
 
     # -- input -----------------------------------------------------------------------------------------------
 
-    def receive(self, data: bytes) -> bool:
-        """Queue the frames ``data`` completes; whether a pass should run (False once the connection ends)."""
-        if self.state is PipelineState.CLOSED or self.ending is not None:
-            return False
+    def receive(self, data: bytes) -> None:
+        """Queue the frames ``data`` completes and answer what can be; nothing once the connection is ending."""
+        if self.state is _CLOSED or self.ending is not None:
+            return
         try:
-            self._queue.extend(self._reader.feed(data))
+            self.requests.extend(self._reader.feed(data))
         except FrameError as error:
             # Kafka reads one request at a time: the requests before the bad bytes are answered first.
-            self._queue.extend(error.frames)
+            self.requests.extend(error.frames)
             self.ending = str(error)
-        return True
+        self.run()
 
     def end_of_input(self) -> None:
         """The peer sent its last bytes: answer what is queued or parked, then end."""
@@ -164,6 +167,7 @@ class RequestPipeline:
         reason = f"peer closed the connection inside a request ({incomplete} bytes of an incomplete frame)"
         if self.ending is None:
             self.ending = reason if incomplete else ""
+        self.run()
 
     # -- the loop over queued requests -----------------------------------------------------------------------
 
@@ -176,7 +180,7 @@ class RequestPipeline:
         steady_beats = steady_version = 0  # likewise the consumer groups' steady ConsumerGroupHeartbeats
         answered: list[tuple[int, int]] = []  # (api key, version) of every other answer this pass wrote
         try:
-            queue = self._queue
+            queue = self.requests
             coordinator = self._host.coordinator
             armed = False  # one truth test per gate and pass: none armed, nothing more to pay
             for gate in self._host.gates:
@@ -308,7 +312,7 @@ class RequestPipeline:
             return None
         if isinstance(answer, Deferred):
             if not answer.done:
-                self.state = PipelineState.PARKED
+                self.state = _PARKED
                 answer.add_done_callback(partial(self._answer_parked, request, started))
                 return None
             answer = answer.value
@@ -336,13 +340,13 @@ class RequestPipeline:
             self.close(verdict.reason)
             return
         # A Delay. Requests on a connection are answered in order: everything behind this one waits with it.
-        self._queue.appendleft(frame)
+        self.requests.appendleft(frame)
         self._released = frame
-        self.state = PipelineState.DELAYED
+        self.state = _DELAYED
         self._io.call_later(verdict.ms / 1000, self._end_delay)
 
     def _end_delay(self) -> None:
-        if self.state is PipelineState.DELAYED:
+        if self.state is _DELAYED:
             self.state = _READY
             self._io.run_now()
 
@@ -407,17 +411,17 @@ class RequestPipeline:
 
     def _answer_parked(self, request: Request, started: float, response: Any) -> None:
         # Called from inside the coordinator: write now, but read the next request on a fresh loop turn.
-        if self.state is PipelineState.PARKED:
+        if self.state is _PARKED:
             self.state = _READY
         self._send(request, response)
         self._flush()
         self._host.request_stats.record(request.api_key, request.api_version, perf_counter() - started)
-        if self.state is not PipelineState.CLOSED:
+        if self.state is not _CLOSED:
             self._io.run_soon()
 
     def _send(self, request: Request, response: Any) -> bool:
         """Encode and buffer one answer; False when it could not be (the connection is then closed)."""
-        if self.state is PipelineState.CLOSED or response is NO_RESPONSE:
+        if self.state is _CLOSED or response is NO_RESPONSE:
             return True
         version = 0 if request.body is None else request.api_version  # unsupported ApiVersions: v0 body
         try:
@@ -437,8 +441,8 @@ class RequestPipeline:
     def _flush(self) -> None:
         out = self._out
         if out:
-            if self.state is not PipelineState.CLOSED:
-                self._io.write(out[0] if len(out) == 1 else b"".join(out))
+            if self.state is not _CLOSED:
+                self._write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
             self._out_bytes = 0
 
@@ -446,14 +450,14 @@ class RequestPipeline:
 
     def close(self, reason: str) -> None:
         """End the connection, saying why in a warning; what was answered before still goes out."""
-        if self.state is PipelineState.CLOSED:
+        if self.state is _CLOSED:
             return
         log.warning("closing connection", peer=self.peer, client_id=self._client_id, reason=reason)
         self.hang_up()
 
     def hang_up(self) -> None:
         """End the connection quietly; what was answered before still goes out, as with Kafka."""
-        if self.state is PipelineState.CLOSED:
+        if self.state is _CLOSED:
             return
         self._flush()
         self.lost()
@@ -461,5 +465,5 @@ class RequestPipeline:
 
     def lost(self) -> None:
         """The transport is gone: nothing more is read or answered."""
-        self.state = PipelineState.CLOSED
-        self._queue.clear()
+        self.state = _CLOSED
+        self.requests.clear()

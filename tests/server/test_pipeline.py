@@ -1,6 +1,7 @@
 """The request pipeline with bytes alone (broker/server/pipeline.py): no socket, no loop, a manual clock.
 
-Frames go in with ``receive``, a pass is ``run``, and what the pipeline would write to its transport is read back
+Frames go in with ``receive`` (which runs a pass), a later pass is ``run``; what the pipeline would write to its
+transport is read back
 from a fake ``PipelineIO``; the host is a ``BrokerServer`` that is never started (its state is built at once).
 """
 
@@ -82,7 +83,7 @@ def pipeline_of(server: BrokerServer) -> tuple[RequestPipeline, FakeIO]:
     )
     io = FakeIO()
     io.pipeline = RequestPipeline(server, api, io)
-    io.pipeline.connected("127.0.0.1:5555", "127.0.0.1")
+    io.pipeline.connected("127.0.0.1:5555", "127.0.0.1", io.write)
     return io.pipeline, io
 
 
@@ -97,10 +98,8 @@ def decoded(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
 
 def test_a_pass_answers_every_queued_request_in_order_in_one_write(server: BrokerServer) -> None:
     pipeline, io = pipeline_of(server)
-    assert pipeline.receive(CLIENT.encode(api_versions_request(0), 1) + heartbeat(2) + heartbeat(3))
-    assert pipeline.queued == 3
-    pipeline.run()
-    assert len(io.writes) == 1
+    pipeline.receive(CLIENT.encode(api_versions_request(0), 1) + heartbeat(2) + heartbeat(3))
+    assert len(io.writes) == 1 and not pipeline.requests
     first, second, third = io.answers()
     assert decoded(ApiKey.API_VERSIONS, 0, first)[0] == 1
     # The fast path's bytes, with the coordinator's answer (it does not know the group).
@@ -116,16 +115,14 @@ def test_bytes_split_anywhere_make_the_same_frames(server: BrokerServer) -> None
     data = heartbeat(1) + heartbeat(2)
     for byte in data:
         pipeline.receive(bytes([byte]))
-        pipeline.run()
     assert [decoded(ApiKey.HEARTBEAT, 4, answer)[0] for answer in io.answers()] == [1, 2]
 
 
 def test_a_parked_join_holds_back_the_rest_until_it_is_answered(server: BrokerServer) -> None:
     pipeline, io = pipeline_of(server)
     pipeline.receive(CLIENT.encode(join_request(0, "g"), 1) + CLIENT.encode(api_versions_request(0), 2))
-    pipeline.run()
     assert pipeline.state is PipelineState.PARKED
-    assert pipeline.queued == 1 and io.answers() == []
+    assert len(pipeline.requests) == 1 and io.answers() == []
     server.clock.advance(10_000)  # type: ignore[attr-defined]  # the join's rebalance completes
     assert pipeline.state is PipelineState.READY
     assert [decoded(ApiKey.JOIN_GROUP, 0, answer)[0] for answer in io.answers()] == [1]
@@ -138,7 +135,6 @@ def test_an_armed_fault_gate_answers_a_heartbeat_in_its_own_error_shape(server: 
     pipeline, io = pipeline_of(server)
     server.faults.add({"api": "Heartbeat", "action": "error", "error": "REBALANCE_IN_PROGRESS"})
     pipeline.receive(heartbeat(7))
-    pipeline.run()
     assert io.answers() == [encode_heartbeat_response(4, 7, ErrorCode.rebalance_in_progress)[4:]]
 
 
@@ -146,15 +142,15 @@ def test_a_delay_holds_the_queue_and_the_delayed_request_is_not_judged_twice(ser
     pipeline, io = pipeline_of(server)
     rule = server.faults.add({"api": "ApiVersions", "action": "delay", "delay_ms": 250})
     pipeline.receive(CLIENT.encode(api_versions_request(0), 1) + heartbeat(2))
-    pipeline.run()
-    assert pipeline.state is PipelineState.DELAYED and pipeline.queued == 2
+    assert pipeline.state is PipelineState.DELAYED and len(pipeline.requests) == 2
     ((seconds, end_delay),) = io.timers
     assert seconds == 0.25 and io.answers() == []
     end_delay()
     assert pipeline.state is PipelineState.READY
-    assert [decoded(k, 0 if k == ApiKey.API_VERSIONS else 4, a)[0] for k, a in zip(
-        (ApiKey.API_VERSIONS, ApiKey.HEARTBEAT), io.answers(), strict=True
-    )] == [1, 2]
+    assert [
+        decoded(k, 0 if k == ApiKey.API_VERSIONS else 4, a)[0]
+        for k, a in zip((ApiKey.API_VERSIONS, ApiKey.HEARTBEAT), io.answers(), strict=True)
+    ] == [1, 2]
     assert rule.hits == 1
 
 
@@ -162,10 +158,10 @@ def test_a_close_rule_closes_after_the_answers_before_it(server: BrokerServer) -
     pipeline, io = pipeline_of(server)
     server.faults.add({"api": "Heartbeat", "action": "close"})
     pipeline.receive(CLIENT.encode(api_versions_request(0), 1) + heartbeat(2) + heartbeat(3))
-    pipeline.run()
     assert [decoded(ApiKey.API_VERSIONS, 0, a)[0] for a in io.answers()] == [1]
-    assert io.closed and pipeline.state is PipelineState.CLOSED and pipeline.queued == 0
-    assert not pipeline.receive(heartbeat(4))
+    assert io.closed and pipeline.state is PipelineState.CLOSED and len(pipeline.requests) == 0
+    pipeline.receive(heartbeat(4))
+    assert not pipeline.requests and len(io.answers()) == 1
 
 
 def test_a_frame_over_the_limit_ends_the_connection_once_the_frames_before_it_are_answered(
@@ -173,18 +169,19 @@ def test_a_frame_over_the_limit_ends_the_connection_once_the_frames_before_it_ar
 ) -> None:
     pipeline, io = pipeline_of(server)
     oversized = struct.pack(">i", server.settings.socket_request_max_bytes + 1)
-    assert pipeline.receive(heartbeat(1) + oversized)
+    pipeline.receive(heartbeat(1) + oversized)
     assert pipeline.ending
-    pipeline.run()
     assert [decoded(ApiKey.HEARTBEAT, 4, a)[0] for a in io.answers()] == [1]
     assert io.closed and pipeline.state is PipelineState.CLOSED
 
 
 def test_end_of_input_answers_what_is_queued_then_hangs_up_quietly(server: BrokerServer) -> None:
     pipeline, io = pipeline_of(server)
+    pipeline.output_paused = True  # held, so that the end comes while a request is queued
     pipeline.receive(heartbeat(1))
     pipeline.end_of_input()
-    assert pipeline.ending == ""
+    assert pipeline.ending == "" and not io.closed
+    pipeline.output_paused = False
     pipeline.run()
     assert len(io.answers()) == 1 and io.closed
 
@@ -193,8 +190,7 @@ def test_paused_output_answers_nothing_more_until_resumed(server: BrokerServer) 
     pipeline, io = pipeline_of(server)
     pipeline.output_paused = True
     pipeline.receive(heartbeat(1))
-    pipeline.run()
-    assert io.answers() == [] and pipeline.queued == 1
+    assert io.answers() == [] and len(pipeline.requests) == 1
     pipeline.output_paused = False
     pipeline.run()
     assert len(io.answers()) == 1
@@ -221,7 +217,6 @@ def test_an_armed_gate_sees_every_frame_fast_path_apis_included_once_each(server
     server.gates = (gate, *server.gates)
     pipeline, io = pipeline_of(server)
     pipeline.receive(CLIENT.encode(api_versions_request(0), 1) + heartbeat(2) + CLIENT.encode(join_request(0, "g"), 3))
-    pipeline.run()
     assert gate.seen == [
         (ApiKey.API_VERSIONS, 0, "pipeline-test"),
         (ApiKey.HEARTBEAT, 4, "pipeline-test"),
@@ -234,7 +229,6 @@ def test_an_armed_gate_sees_every_frame_fast_path_apis_included_once_each(server
     gate.armed = False  # disarmed (authenticated, say): the fast paths answer again, the gate sees nothing
     pipeline, io = pipeline_of(server)
     pipeline.receive(heartbeat(4))
-    pipeline.run()
     assert len(gate.seen) == 3 and len(io.answers()) == 1
 
 
