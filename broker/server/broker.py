@@ -3,7 +3,8 @@
 ``BrokerServer`` builds the shared state (coordinator, topics, purgatory, events, fault rules), listens on each of
 Kafka's listeners (an ``Acceptor`` each, under the broker-wide connection quotas: broker/server/acceptor.py and
 quotas.py), and stops as Kafka unloads: parked requests answered, then connections closed. Each accepted
-connection is a ``Connection`` (broker/server/connection.py), which reads and answers its requests.
+connection is a ``Connection`` (broker/server/connection.py), whose ``RequestPipeline`` (pipeline.py) answers its
+requests; a connection sees the broker through ``ConnectionHost`` (host.py), never this class.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Heartbeat fast path's memo of decoded frames (``Connection._remember``), and its cost, on a real connection.
+"""The Heartbeat fast path's memo of decoded frames (``RequestPipeline._remember``), and its cost, on a real connection.
 
 A member's Heartbeats differ only in the correlation id until its generation changes, so a connection keeps what
 each frame (from the client id on) decoded to. The memo holds decoding only: every Heartbeat is still answered by
