@@ -238,3 +238,25 @@ def test_the_gate_request_decodes_the_identity_once_when_asked(server: BrokerSer
     assert seen.identity == ("g", "m", "i", None)
     assert seen.identity is seen.identity
     assert isinstance(Close("x"), Close)
+
+
+def test_an_armed_gate_that_lets_a_heartbeat_through_gives_the_fast_paths_bytes(server: BrokerServer) -> None:
+    fast, fast_io = pipeline_of(server)
+    fast.receive(heartbeat(5))
+    server.faults.add({"api": "JoinGroup", "action": "close"})  # armed, matching no Heartbeat
+    generic, generic_io = pipeline_of(server)
+    generic.receive(heartbeat(5))
+    assert generic_io.answers() == fast_io.answers()
+
+
+def test_a_swallow_rule_answers_all_is_well_to_a_member_the_coordinator_has(server: BrokerServer) -> None:
+    server.faults.add({"action": "swallow_heartbeats"})
+    pipeline, io = pipeline_of(server)
+    pipeline.receive(CLIENT.encode(join_request(0, "g"), 1))
+    server.clock.advance(100)  # type: ignore[attr-defined]  # the join completes, the session runs on
+    pipeline.run()
+    member_id = decoded(ApiKey.JOIN_GROUP, 0, io.answers()[0])[1].member_id
+    body = request(ApiKey.HEARTBEAT, 4, group_id="g", generation_id=1, member_id=member_id, group_instance_id=None)
+    pipeline.receive(CLIENT.encode(body, 2))
+    assert io.answers()[1] == encode_heartbeat_response(4, 2, ErrorCode.none)[4:]
+    assert server.faults.rules["f1"].hits == 1
