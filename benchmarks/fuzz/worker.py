@@ -9,7 +9,7 @@ Requests:
 - ``{"op": "decode", "frame": HEX}``: ``protocol.codec.decode_request`` (the heartbeat fast path too, and they
   must agree). Allowed: a request, or ProtocolError (the connection would close with that reason).
 - ``{"op": "session", "steps": [[HEX, ADVANCE_MS], ...]}``: each frame decoded, dispatched and its answer
-  encoded as ``broker/server/connection.py`` does it, against a fresh broker state on a manual clock moved by
+  encoded as ``broker/server/pipeline.py`` does it, against a fresh broker state on a manual clock moved by
   ADVANCE_MS after each step; parked answers (a Deferred) are checked once they complete.
 
 An answer is ``{"outcomes": [...], "error": null}`` or with ``error``: ``{"kind", "step", "where", "type",
@@ -99,7 +99,7 @@ class Worker:
         self._identity = BrokerIdentity(1, "127.0.0.1", 9092, "fuzz-cluster")
         self._client = Client
         self._decode = decode_request
-        # What a handler may raise, as broker/server/connection.py allows it: InvalidRequest carries the error
+        # What a handler may raise, as broker/server/pipeline.py allows it: InvalidRequest carries the error
         # answer Kafka's KafkaApis.handleError sends (getErrorResponse).
         self._invalid: type[Exception] = getattr(base, "InvalidRequest", Report)
 
@@ -124,7 +124,7 @@ class Worker:
             return {"outcomes": [outcome], "error": None}
         # The fast path answers what it reads: kio must read the same request from the same bytes. The connection
         # decodes the raw client id itself and sends a frame whose client id is not UTF-8 the generic way
-        # (Connection._learn_client_id), so such a frame is the generic path's alone.
+        # (RequestPipeline._learn_client_id), so such a frame is the generic path's alone.
         version, correlation_id, client_id, group_id, generation_id, member_id, instance_id = heartbeat
         try:
             client_text = client_id.decode()

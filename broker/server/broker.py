@@ -3,7 +3,8 @@
 ``BrokerServer`` builds the shared state (coordinator, topics, purgatory, events, fault rules), listens on each of
 Kafka's listeners (an ``Acceptor`` each, under the broker-wide connection quotas: broker/server/acceptor.py and
 quotas.py), and stops as Kafka unloads: parked requests answered, then connections closed. Each accepted
-connection is a ``Connection`` (broker/server/connection.py), which reads and answers its requests.
+connection is a ``Connection`` (broker/server/connection.py), whose ``RequestPipeline`` (pipeline.py) answers its
+requests; a connection sees the broker through ``ConnectionHost`` (host.py), never this class.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from broker.server.acceptor import Acceptor, bind
 from broker.server.connection import Connection
 from broker.server.control_listener import ControlListener
 from broker.server.faults import FaultRules
+from broker.server.gates import FaultGate, Gate
 from broker.server.quotas import ConnectionQuotas, Slot
 from broker.server.stats import RequestStats
 from broker.timing.clock import Clock, SystemClock
@@ -36,6 +38,7 @@ from broker.timing.purgatory import Purgatory
 if TYPE_CHECKING:
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.server.event_tally import EventTally
+    from broker.server.host import OpenConnection
     from broker.storage.delayed_fetch import DelayedFetches
     from broker.storage.topics import Topic, TopicRegistry
     from broker.transactions.coordinator import TransactionCoordinator
@@ -153,12 +156,14 @@ class BrokerServer:
             else None,
         )
         self.faults = FaultRules(self.clock)
+        # Consulted once per request, before any path answers it (broker/server/gates.py); authentication next.
+        self.gates: tuple[Gate, ...] = (FaultGate(self.faults, self._has_member),)
         self.request_stats = RequestStats()
         self.connections_accepted = 0
         self._closed_since_trim = 0
         # One producer id allocator for idempotent and transactional producers (transactions spec section 3.4).
         self.producer_ids = itertools.count()
-        self.connections: set[Connection] = set()
+        self.connections: set[OpenConnection] = set()
         self.quotas = ConnectionQuotas(
             settings.max_connections, settings.max_connections_per_ip, settings.max_connections_per_ip_overrides
         )
@@ -425,8 +430,19 @@ class BrokerServer:
             log.info("log retention", batches_deleted=dropped, stored_bytes=self.topics.budget.used)
         self._schedule_retention()
 
+    def _has_member(self, group_id: str, member_id: str) -> bool:
+        return self.coordinator.has_member(group_id, member_id)
+
+    def connection_opened(self, connection: OpenConnection) -> None:
+        self.connections.add(connection)
+        self.connections_accepted += 1
+
+    def connection_lost(self, connection: OpenConnection) -> None:
+        self.connections.discard(connection)
+        self.connection_closed()
+
     def connection_closed(self) -> None:
-        """A connection went away (``Connection.connection_lost``). After a burst of them, give the heap they freed
+        """A connection went away (``connection_lost``). After a burst of them, give the heap they freed
         back to the OS (issue 17): glibc keeps freed memory for reuse, and 2,000 connections gone after forming
         100,000 members left ~3.7 MB of RSS that ``malloc_trim(0)`` returns (~10 ms). One trim per burst, a second
         after its ``_TRIM_AFTER_CLOSES``-th close, so that nothing polls (a manual clock moved by days in tests

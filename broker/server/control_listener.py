@@ -27,8 +27,6 @@ from broker.server.settings import host_port, is_wildcard, reachable_host
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from broker.server.broker import BrokerServer
-
 log = get_logger("control")  # structlog, imported at the first call (broker/log.py)
 
 _APP_MODULE = "broker.control.app"  # imported by name: the server layer never imports the control layer
@@ -40,9 +38,10 @@ class ControlListener:
     """The control API of ``server`` on ``host:port``; ``api`` is the ``ControlApi`` once a connection loaded it.
 
     ``limits``: the HTTP edge's time-outs and sizes (``broker.control.http_guard.HttpLimits``), the defaults
-    when None."""
+    when None. ``server`` is the broker, handed to the ``ControlApi`` as it is (this module never reads it, so
+    that it imports nothing of the broker's: no cycle with broker/server/broker.py)."""
 
-    def __init__(self, server: BrokerServer, limits: Any = None) -> None:
+    def __init__(self, server: object, limits: Any = None) -> None:
         self.server = server
         self.limits = limits
         self.host = ""

@@ -2,7 +2,7 @@
 
 Each example is a session: a fresh broker state (BrokerServer's coordinator, topics and fetches) on a manual
 clock, and a few requests, each valid or mutated, with the clock moved after each. The worker decodes, dispatches
-and encodes as broker/server/connection.py does. Property: every request is answered (the answer encodes, and kio
+and encodes as broker/server/pipeline.py does. Property: every request is answered (the answer encodes, and kio
 reads it back whole with no trailing bytes), or parked and answered once the clock has run every timer, or the
 connection would close with a reason; no handler raises, no timer logs an error, no step holds the loop for
 seconds or grows the heap by hundreds of megabytes.

@@ -15,7 +15,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest as V3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest as V4
 from kio.schema.errors import ErrorCode
 
-import broker.server.connection as connection_module
+import broker.server.pipeline as pipeline_module
 from broker.server.broker import BrokerServer
 from protocol.api_versions import decode_api_versions, encode_api_versions_answer
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
@@ -40,7 +40,7 @@ def generic_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         calls.append(decoded.api_key)
         return decoded
 
-    monkeypatch.setattr(connection_module, "decode_request", counted)
+    monkeypatch.setattr(pipeline_module, "decode_request", counted)
     yield calls
 
 

@@ -1,4 +1,4 @@
-"""The Heartbeat fast path's memo of decoded frames (``Connection._remember``), and its cost, on a real connection.
+"""The Heartbeat fast path's memo of decoded frames (``RequestPipeline._remember``), and its cost, on a real connection.
 
 A member's Heartbeats differ only in the correlation id until its generation changes, so a connection keeps what
 each frame (from the client id on) decoded to. The memo holds decoding only: every Heartbeat is still answered by
@@ -80,7 +80,7 @@ async def test_many_members_on_one_connection_outgrow_the_memo(server: BrokerSer
     for _ in range(3):
         assert {a.error_code for a in await pipelined(client, frames)} == {E.none}
         assert {a.error_code for a in await pipelined(client, stale)} == {E.illegal_generation}
-    assert [c._beats for c in server.connections] == [None]  # 80 members, 64 remembered: it did not pay
+    assert [c.pipeline._beats for c in server.connections] == [None]  # 80 members, 64 remembered: it did not pay
 
 
 async def test_python_calls_per_heartbeat_stay_under_a_ceiling(server: BrokerServer, connect: Connect) -> None:

@@ -30,7 +30,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
 
-import broker.server.connection
+import broker.server.pipeline
 from broker.coordinator.classic.state import GroupState
 from broker.server.broker import BrokerServer
 from protocol.apis import ApiKey
@@ -370,14 +370,14 @@ async def test_an_answer_that_runs_out_of_memory_closes_the_connection(
 ) -> None:
     """The slow reader's end before flow control: MemoryError in encode_response (a 23 MB Fetch answer too many).
     It is forced here for one Fetch; the connection closes with the reason, other clients never notice."""
-    real = broker.server.connection.encode_response
+    real = broker.server.pipeline.encode_response
 
     def out_of_memory(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
         if api_key == ApiKey.FETCH:
             raise MemoryError
         return real(api_key, api_version, correlation_id, body)
 
-    monkeypatch.setattr(broker.server.connection, "encode_response", out_of_memory)
+    monkeypatch.setattr(broker.server.pipeline, "encode_response", out_of_memory)
     fetch = fetch_request(12, [("topic", [fetch_partition(12, 0, 0)])])
     line = await hung_up_on(
         server, steady, sized(encoded(fetch)), client_id=HOSTILE, reason="the answer to FETCH v12 cannot be encoded"
