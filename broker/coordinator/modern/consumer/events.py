@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.coordinator.group_type import GroupType
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.types import Assignment, ConsumerGroupState, TopicCatalog
@@ -29,7 +30,7 @@ class ConsumerGroupEventLog:
         return self._hub.wants_debug
 
     def _emit(self, event: str, group: ConsumerGroup, fields: dict[str, Any], *, debug: bool = False) -> None:
-        fields["group_type"] = "consumer"
+        fields["group_type"] = GroupType.CONSUMER.value
         self._hub.emit(event, group.group_id, fields, debug=debug)
 
     def named(self, assignment: Assignment) -> dict[str, list[int]]:
@@ -47,6 +48,10 @@ class ConsumerGroupEventLog:
 
     def group_deleted(self, group: ConsumerGroup, reason: str) -> None:
         self._emit(names.GROUP_DELETED, group, {"reason": reason})
+
+    def offsets_expired(self, group: ConsumerGroup) -> None:
+        """As a classic group's: retention removed the group's last committed offsets (section 8.5)."""
+        self._emit(names.OFFSETS_EXPIRED, group, {})
 
     def state_changed(self, group: ConsumerGroup, old: ConsumerGroupState, new: ConsumerGroupState) -> None:
         fields = {
