@@ -1,13 +1,15 @@
 """The events of consumer groups, one method per event (format version 2, ``docs/events.md``).
 
-The same hub and names as the classic groups' ``group_events.py``; every record of a consumer group carries
-``group_type: "consumer"`` so a reader can tell the protocols apart. Topics are named (not ids) for people.
+The same hub and names as the classic groups' ``classic/events.py``; every record of a consumer group carries
+``group_type: "consumer"`` (``GroupType.CONSUMER``) so a reader can tell the protocols apart. Topics are named (not
+ids) for people.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from broker.coordinator.group_type import GroupType
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.member import ConsumerMember
@@ -87,7 +89,7 @@ class ConsumerGroupEventLog:
             "group_instance_id": member.instance_id,
             "client_id": member.client_id,
             "client_host": member.client_host,
-            "protocol_type": "consumer",
+            "protocol_type": CONSUMER_PROTOCOL_TYPE,
             "subscribed_topic_names": sorted(member.subscribed_topic_names),
             "subscribed_topic_regex": member.subscribed_topic_regex,
             "server_assignor": member.server_assignor,
