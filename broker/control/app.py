@@ -21,7 +21,7 @@ from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middle
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
 from broker.coordinator.group_type import GroupType
-from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from broker.coordinator.views import ConsumerMemberDetail, GroupDetail, GroupSummary, MemberDetail
 from broker.events.hub import Record
 from broker.server.faults import FaultSpecError

@@ -17,7 +17,7 @@ from prometheus_client.samples import Sample
 
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.group_type import GroupType
-from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from broker.server.event_tally import SLOW_BUCKETS, CountedSeries, HistogramSeries
 from broker.server.stats import LATENCY_BUCKETS
 from broker.transactions.state import ONGOING

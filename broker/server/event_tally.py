@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from broker.coordinator.group_type import GroupType
-from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from broker.events.hub import Record
 from broker.events.names import (
     GROUP_DELETED,

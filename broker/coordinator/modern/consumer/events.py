@@ -13,7 +13,8 @@ from broker.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from broker.coordinator.group_type import GroupType
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.member import ConsumerMember
-from broker.coordinator.modern.types import Assignment, ConsumerGroupState, TopicCatalog
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.types import Assignment, TopicCatalog
 from broker.events import names
 from broker.events.hub import GroupEvents
 

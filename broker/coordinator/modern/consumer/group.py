@@ -17,7 +17,8 @@ from broker.coordinator.group_type import GroupType
 from broker.coordinator.messages import ListedGroup
 from broker.coordinator.modern.assignors.base import MemberSpec
 from broker.coordinator.modern.consumer.member import ConsumerMember
-from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, ConsumerGroupState, TopicId
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, TopicId
 from broker.coordinator.offset_store import CommittedOffset, Key, OffsetStore
 
 __all__ = ["ConsumerGroup"]
