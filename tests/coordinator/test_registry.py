@@ -33,11 +33,11 @@ def test_group_ids_are_one_namespace_and_typed_getters_say_what_a_group_is_not()
     assert registry.type_of("c") is GroupType.CLASSIC and registry.type_of("m") is GroupType.CONSUMER
     assert registry.type_of("x") is None
     assert list(registry.groups) == ["c", "m"] and list(registry.of_type(GroupType.CONSUMER)) == ["m"]
-    with pytest.raises(WrongGroupType, match="^Group c is not a consumer group.$"):
+    with pytest.raises(WrongGroupType, match=r"^Group c is not a consumer group\.$"):
         registry.consumer("c")
-    with pytest.raises(WrongGroupType, match="^Group m is not a classic group.$"):
+    with pytest.raises(WrongGroupType, match=r"^Group m is not a classic group\.$"):
         registry.classic("m")
-    with pytest.raises(WrongGroupType, match="^Group x not found.$"):
+    with pytest.raises(WrongGroupType, match=r"^Group x not found\.$"):
         registry.consumer("x")
     with pytest.raises(ValueError, match="already exists as a classic"):
         registry.add_consumer(ConsumerGroup("c", 0, registry.offsets))
