@@ -8,9 +8,10 @@ before the next one starts.
 
 This class is a facade, as Kafka's ``GroupCoordinatorService``/``GroupCoordinatorShard`` are over
 ``GroupMetadataManager`` and ``OffsetMetadataManager``: it answers for an unloaded coordinator and routes each
-message to its handler: ``classic/`` for membership, ``offsets.py`` for committed offsets, ``classic/verbs.py``
-(``modern/consumer/verbs.py`` for consumer groups) for the control API's verbs. Heartbeat, the hot path, is answered
-here directly. Section numbers refer to ``docs/spec/group-coordinator.md``.
+message to its handler: ``classic/`` and ``modern/consumer/`` for membership, ``offsets/`` for committed offsets
+(every group type alike, through the ``Group`` protocol of ``group.py``), and one row per group type of ``_types``
+for the control API's views and verbs. Every group lives in the one ``GroupRegistry``. Heartbeat, the hot path, is
+answered here directly. Section numbers refer to ``docs/spec/group-coordinator.md``.
 """
 
 from __future__ import annotations
