@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call
+from broker.coordinator.group_type import GroupType
 from broker.coordinator.messages import GroupDescription
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -32,7 +33,7 @@ def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
     described = []
     for group_id in body.groups:
         missing: str | None  # what v6 says of a group it does not describe
-        if ctx.coordinator.group_type(group_id) not in (None, "classic"):
+        if ctx.coordinator.group_type(group_id) not in (None, GroupType.CLASSIC):
             # Not a classic group: described as an unknown one (section 9.2), whatever the classic side holds.
             d = GroupDescription(group_id)
             missing = f"Group {group_id} is not a classic group."

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from broker.coordinator.group_type import GroupType
 from broker.events import names
 
 JSON = dict[str, Any]
@@ -30,8 +31,8 @@ def protocol_text(protocol_type: object, protocol: object) -> str:
 
 
 def is_consumer_group(group: Mapping[str, Any]) -> bool:
-    """A KIP-848 consumer group (``group_type`` "consumer"), as opposed to a classic one."""
-    return group.get("group_type") == "consumer"
+    """A KIP-848 consumer group, as opposed to a classic one."""
+    return group.get("group_type") == GroupType.CONSUMER
 
 
 def generation_text(group: Mapping[str, Any]) -> str:

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, NoReturn
 
+from broker.coordinator.group_type import GroupType
+
 if TYPE_CHECKING:
     from broker.config import settings
 
@@ -113,7 +115,7 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
         return sub
 
     groups = command(commands, "groups", "groups", "list the broker's groups (classic and KIP-848 consumer groups)")
-    groups.add_argument("--type", choices=("classic", "consumer"), help="only groups of this kind")
+    groups.add_argument("--type", choices=[t.value for t in GroupType], help="only groups of this kind")
     describe = command(commands, "describe", "describe", "one group: its members, assignments and latest events")
     describe.add_argument("group", metavar="GROUP")
     transactions = command(

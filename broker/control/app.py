@@ -20,7 +20,8 @@ from broker.control import bounded_json, console
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
-from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.group_type import GroupType
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from broker.coordinator.views import ConsumerMemberDetail, GroupDetail, GroupSummary, MemberDetail
 from broker.events.hub import Record
 from broker.server.faults import FaultSpecError
@@ -44,7 +45,7 @@ _STATES = {
     for state in (*GroupState, *ConsumerGroupState)
     if state not in (GroupState.DEAD, ConsumerGroupState.DEAD)
 }
-GROUP_TYPES = ("classic", "consumer")
+GROUP_TYPES = tuple(group_type.value for group_type in GroupType)
 _SETTLED = frozenset({ConsumerGroupState.STABLE.value, ConsumerGroupState.EMPTY.value})  # a rebalance is over
 # GET /v1/transactions?state=: "open" (a transaction in flight: Ongoing or Prepare*) or one state, any case.
 # PrepareEpochFence is passed through within one call and Dead ids are forgotten at once: neither is ever listed.
@@ -306,7 +307,10 @@ class ControlApi:
             key=lambda summary: summary.group_id,
         )
         tally = self.server.tally
-        counts = {"classic": _per_group(tally.rebalances.values), "consumer": _per_group(tally.epoch_bumps.values)}
+        counts: dict[str, dict[str, float]] = {
+            GroupType.CLASSIC: _per_group(tally.rebalances.values),
+            GroupType.CONSUMER: _per_group(tally.epoch_bumps.values),
+        }
         return _json({"groups": [self._with_rebalances(group_summary(summary), counts) for summary in summaries]})
 
     def _with_rebalances(self, summary: dict[str, Any], counts: dict[str, dict[str, float]]) -> dict[str, Any]:
@@ -315,7 +319,7 @@ class ControlApi:
         group_id, group_type = summary["group_id"], summary["group_type"]
         summary["rebalances"] = int(counts[group_type].get(group_id, 0))
         summary["last_rebalance"] = last_rebalance(
-            list(self.server.events.history(group_id) or ()), group_type == "consumer"
+            list(self.server.events.history(group_id) or ()), group_type == GroupType.CONSUMER
         )
         return summary
 

@@ -16,7 +16,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from broker.coordinator.classic.state import GroupState
-from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.group_type import GroupType
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from broker.server.event_tally import SLOW_BUCKETS, CountedSeries, HistogramSeries
 from broker.server.stats import LATENCY_BUCKETS
 from broker.transactions.state import ONGOING
@@ -65,12 +66,16 @@ class _ScrapeTime(Collector):
 
         groups = server.coordinator.group_summaries()
         by_state = GaugeMetricFamily("group_broker_groups", "Groups by type and state", labels=["type", "state"])
-        counts = {("classic", state.value): 0 for state in GroupState if state is not GroupState.DEAD}
+        counts = {(GroupType.CLASSIC.value, state.value): 0 for state in GroupState if state is not GroupState.DEAD}
         counts.update(
-            {("consumer", state.value): 0 for state in ConsumerGroupState if state is not ConsumerGroupState.DEAD}
+            {
+                (GroupType.CONSUMER.value, state.value): 0
+                for state in ConsumerGroupState
+                if state is not ConsumerGroupState.DEAD
+            }
         )
         for group in groups:
-            key = (group.group_type, group.state)
+            key = (group.group_type.value, group.state)
             if key in counts:
                 counts[key] += 1
         for (group_type, state), count in counts.items():

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 __all__ = [
+    "CONSUMER_PROTOCOL_TYPE",
     "Assignment",
     "ConsumerProtocolError",
     "Subscription",
@@ -28,6 +29,9 @@ __all__ = [
     "encode_assignment",
     "encode_subscription",
 ]
+
+# The classic protocol type of the embedded consumer protocol (JoinGroup ProtocolType): not a group type.
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 T = TypeVar("T")
 TopicPartitionList = tuple[tuple[str, tuple[int, ...]], ...]

@@ -8,9 +8,10 @@ before the next one starts.
 
 This class is a facade, as Kafka's ``GroupCoordinatorService``/``GroupCoordinatorShard`` are over
 ``GroupMetadataManager`` and ``OffsetMetadataManager``: it answers for an unloaded coordinator and routes each
-message to its handler: ``classic/`` for membership, ``offsets.py`` for committed offsets, ``classic/verbs.py``
-(``modern/consumer/verbs.py`` for consumer groups) for the control API's verbs. Heartbeat, the hot path, is answered
-here directly. Section numbers refer to ``docs/spec/group-coordinator.md``.
+message to its handler: ``classic/`` and ``modern/consumer/`` for membership, ``offsets/`` for committed offsets
+(every group type alike, through the ``Group`` protocol of ``group.py``), and one row per group type of ``_types``
+for the control API's views and verbs. Every group lives in the one ``GroupRegistry``. Heartbeat, the hot path, is
+answered here directly. Section numbers refer to ``docs/spec/group-coordinator.md``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import base64
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
@@ -36,6 +38,8 @@ from broker.coordinator.classic.state import DEAD, EMPTY, PREPARING
 from broker.coordinator.classic.sync import SyncHandler
 from broker.coordinator.classic.verbs import ClassicVerbs
 from broker.coordinator.config import GroupConfig
+from broker.coordinator.group import GroupKeeper
+from broker.coordinator.group_type import GroupType
 from broker.coordinator.messages import (
     CommitRequest,
     ConsumerGroupDescription,
@@ -54,6 +58,7 @@ from broker.coordinator.messages import (
     SyncRequest,
     SyncResult,
     TxnCommitRequest,
+    every_partition,
 )
 from broker.coordinator.modern.consumer import describe as consumer_describe
 from broker.coordinator.modern.consumer.group import ConsumerGroup
@@ -63,7 +68,8 @@ from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.consumer.referee import RefereedEventLog
 from broker.coordinator.modern.consumer.verbs import ConsumerVerbs
 from broker.coordinator.modern.types import StaticCatalog, TopicCatalog
-from broker.coordinator.offsets import OffsetManager, rejected_commit
+from broker.coordinator.offsets.manager import OffsetManager, rejected_commit
+from broker.coordinator.registry import GroupRegistry, WrongGroupType
 from broker.coordinator.verb_errors import Conflict, UnknownTarget
 from broker.coordinator.views import (
     GroupDetail,
@@ -106,7 +112,9 @@ class GroupCoordinator:
         config = config if config is not None else GroupConfig()
         new_member_uuid = new_uuid or random_uuid
         # Each handler is built on those it calls; nothing calls back up but a timer's action.
-        classic = ClassicGroups(config, self.clock, self.purgatory, GroupEventLog(self.events), self.log)
+        registry = GroupRegistry()
+        self._registry = registry
+        classic = ClassicGroups(config, self.clock, self.purgatory, GroupEventLog(self.events), self.log, registry)
         rebalancer = Rebalancer(classic)
         sessions = Sessions(classic, rebalancer)
         joins = JoinHandler(classic, rebalancer, sessions, new_member_uuid)
@@ -116,7 +124,13 @@ class GroupCoordinator:
         self._syncs = SyncHandler(classic, rebalancer, partition_count or (lambda topic: None))
         self._leaves = LeaveHandler(classic, rebalancer)
         consumer = ConsumerGroups(
-            config, self.clock, self.purgatory, self.topics, RefereedEventLog(self.events, self.topics), self.log
+            config,
+            self.clock,
+            self.purgatory,
+            self.topics,
+            RefereedEventLog(self.events, self.topics),
+            self.log,
+            registry,
         )
         self._consumer = consumer
         self._consumer_heartbeats = ConsumerHeartbeatHandler(consumer, classic, _member_id_of(new_member_uuid))
@@ -124,10 +138,11 @@ class GroupCoordinator:
         self._steady_beats_served = config.consumer_protocol_enabled
         self._steady = self._consumer_heartbeats.steady
         self.consumer_groups: dict[str, ConsumerGroup] = consumer.groups  # every consumer group by id
-        self._offsets = OffsetManager(classic, consumer)
-        self._verbs = ClassicVerbs(classic, rebalancer, sessions, joins, new_member_uuid)
-        self._consumer_verbs = ConsumerVerbs(consumer)
-        self.groups: dict[str, ClassicGroup] = classic.groups  # every group by id
+        self._offsets = OffsetManager(classic, {GroupType.CLASSIC: classic, GroupType.CONSUMER: consumer})
+        self._types = self._type_handlers(ClassicVerbs(classic, rebalancer, sessions, joins, new_member_uuid))
+        self.groups: dict[str, ClassicGroup] = (
+            classic.groups
+        )  # every classic group by id: the Heartbeat hot path reads it
         self._extend_session = classic.extend_session  # bound once: the Heartbeat hot path calls it
 
     @property
@@ -135,11 +150,10 @@ class GroupCoordinator:
         """Operations that raised and were failed (``ClassicGroups.fail``): each one is a coordinator bug."""
         return self._classic.failures + self._consumer.failures
 
-    def group_type(self, group_id: str) -> str | None:
-        """ "classic" or "consumer" for a live group, None for an unknown one: group ids are one namespace."""
-        if group_id in self._consumer.groups:
-            return "consumer"
-        return None if self._classic.live(group_id) is None else "classic"
+    def group_type(self, group_id: str) -> GroupType | None:
+        """The type of a live group, None for an unknown one: group ids are one namespace."""
+        group = self._registry.live(group_id)
+        return None if group is None else group.group_type
 
     @property
     def config(self) -> GroupConfig:
@@ -260,21 +274,17 @@ class GroupCoordinator:
             return ConsumerGroupDescription(group_id, E.coordinator_not_available)
         if not group_id:
             return ConsumerGroupDescription(group_id, E.invalid_group_id)
-        group = self._consumer.get(group_id)
-        if group is None:
-            if self._classic.live(group_id) is not None:
-                return ConsumerGroupDescription(
-                    group_id, E.group_id_not_found, f"Group {group_id} is not a consumer group."
-                )
-            return ConsumerGroupDescription(group_id, E.group_id_not_found, f"Group {group_id} not found.")
+        try:
+            group = self._registry.consumer(group_id)
+        except WrongGroupType as wrong:
+            return ConsumerGroupDescription(group_id, E.group_id_not_found, str(wrong))
         return consumer_describe.describe(group, self.topics, self.config.consumer_assignors[0])
 
     def _convert_to_classic(self, group_id: str) -> None:
-        """An Empty consumer group becomes a classic one on a JoinGroup, keeping its offsets (section 9.4)."""
-        old = self._consumer.groups[group_id]
-        offsets = dict(old.offsets)
-        self._consumer.delete(old, "converted to a classic group")
-        self._classic.create(group_id).offsets.update(offsets)
+        """An Empty consumer group becomes a classic one on a JoinGroup, keeping its offsets where they are in the
+        store (section 9.4)."""
+        self._consumer.delete(self._consumer.groups[group_id], "converted to a classic group")
+        self._classic.create(group_id)
 
     def _consumer_leave(self, group_id: str, leaving: Iterable[LeavingMember]) -> LeaveResult:
         """LeaveGroup against a consumer group (section 10.3): any member, by member id or by instance id."""
@@ -360,20 +370,19 @@ class GroupCoordinator:
     def list_groups(
         self, states: Iterable[str] = (), types: Iterable[str] = ()
     ) -> tuple[ErrorCode, tuple[ListedGroup, ...]]:
+        """ListGroups' filters (KIP-518 states, KIP-848 types) are case-insensitive; the classic groups come first,
+        each type in the order its groups were created."""
         if not self.active:
             return E.coordinator_not_available, ()
-        states, types = tuple(states), tuple(types)
-        classic = admin.list_groups(self._classic, states, types)
         wanted_states = {s.strip().lower() for s in states}
         wanted_types = {t.strip().lower() for t in types}
-        consumer: tuple[ListedGroup, ...] = ()
-        if not wanted_types or "consumer" in wanted_types:
-            consumer = tuple(
-                consumer_describe.listed(group)
-                for group in self._consumer.groups.values()
-                if not wanted_states or group.state.value.lower() in wanted_states
-            )
-        return E.none, classic + consumer
+        return E.none, tuple(
+            group.listed()
+            for group_type in GroupType
+            if not wanted_types or group_type in wanted_types
+            for group in self._registry.of_type(group_type).values()
+            if not group.is_dead() and (not wanted_states or group.state_name.lower() in wanted_states)
+        )
 
     def delete_groups(self, group_ids: Iterable[str]) -> tuple[tuple[str, ErrorCode], ...]:
         unique = dict.fromkeys(group_ids)  # de-duplicated, first occurrence keeps its place
@@ -382,86 +391,113 @@ class GroupCoordinator:
         return tuple((group_id, self._delete_group(group_id)) for group_id in unique)
 
     def _delete_group(self, group_id: str) -> ErrorCode:
-        consumer_group = self._consumer.get(group_id)
-        if consumer_group is None:
-            error = admin.delete_group(self._classic, group_id)
-        elif not consumer_group.is_empty():
-            return E.non_empty_group  # section 8.4
-        else:
-            self._consumer.delete(consumer_group, "deleted by DeleteGroups")
-            error = E.none
-        if error is E.none:
-            # transactions.md 5.5: allowed with open transactions; the tombstones remove their pending offsets, so
-            # a later COMMIT marker does not bring them back.
-            self._offsets.transactional.remove(group_id)
-        return error
+        """Section 14.3 (consumer groups 8.4): only an Empty group goes, with its offsets (the tombstones)."""
+        group = self._registry.live(group_id)
+        if group is None:
+            return E.group_id_not_found
+        error = group.validate_delete_group()
+        if error is not None:
+            return error
+        self._types[group.group_type].keeper.delete_group(group_id, "deleted by DeleteGroups")
+        self._offsets.delete_group_offsets(group_id)
+        return E.none
 
     # -- the control API: read views and verbs ---------------------------------------------------------
-    # Both kinds of group, told apart by ``GroupSummary.group_type``; a consumer group's verbs are
-    # ``modern/consumer/verbs.py`` (docs/spec/consumer-groups.md), a classic group's ``control_verbs.py``.
+    # Every group type, told apart by ``GroupSummary.group_type``; each type's views and verbs are its row of
+    # ``_types`` (a classic group's verbs are ``classic/verbs.py``, a consumer group's ``modern/consumer/verbs.py``).
 
-    def group_summaries(self) -> tuple[GroupSummary, ...]:
-        """Every group but Dead ones: the classic groups in the order they were created, then the consumer groups."""
-        default_assignor = self.config.consumer_assignors[0]
-        classic = tuple(summarize(group) for group in self.groups.values() if not group.is_in(DEAD))
-        return classic + tuple(summarize_consumer(group, default_assignor) for group in self.consumer_groups.values())
+    def _type_handlers(self, classic_verbs: ClassicVerbs) -> dict[GroupType, _TypeHandlers]:
+        registry, classic, consumer = self._registry, self._classic, self._consumer
+        consumer_verbs = ConsumerVerbs(consumer)
 
-    def group_summary(self, group_id: str) -> GroupSummary | None:
-        consumer_group = self._consumer.get(group_id)
-        if consumer_group is not None:
-            return summarize_consumer(consumer_group, self.config.consumer_assignors[0])
-        group = self._classic.live(group_id)
-        return None if group is None else summarize(group)
+        def consumer_summary(group_id: str) -> GroupSummary:
+            return summarize_consumer(registry.consumer(group_id), self.config.consumer_assignors[0])
 
-    def group_detail(self, group_id: str) -> GroupDetail | None:
-        consumer_group = self._consumer.get(group_id)
-        if consumer_group is not None:
+        def consumer_group_detail(group_id: str) -> GroupDetail:
             config = self.config
             return consumer_detail(
-                consumer_group, self.topics, config.consumer_assignors[0], config.consumer_session_timeout_ms
+                registry.consumer(group_id),
+                self.topics,
+                config.consumer_assignors[0],
+                config.consumer_session_timeout_ms,
             )
-        group = self._classic.live(group_id)
-        return None if group is None else detail(group)
+
+        def consumer_failed(group_id: str, operation: str, error: Exception) -> None:
+            # Nothing of a consumer group is parked, so it is not restarted: the failure is counted and logged, as a
+            # failed ConsumerGroupHeartbeat is.
+            consumer.failures += 1
+            self.log.exception(f"{operation} failed", group_id=group_id)
+
+        return {
+            GroupType.CLASSIC: _TypeHandlers(
+                classic,
+                lambda group_id: summarize(registry.classic(group_id)),
+                lambda group_id: detail(registry.classic(group_id)),
+                # Looked up at each call, not bound here: a verb replaced at run time (a test's) is the one run.
+                lambda group_id, member_id: classic_verbs.kick(group_id, member_id),
+                lambda group_id, instance_id: classic_verbs.fence(group_id, instance_id),
+                lambda group_id: classic_verbs.force_rebalance(group_id),
+                classic.fail,
+            ),
+            GroupType.CONSUMER: _TypeHandlers(
+                consumer,
+                consumer_summary,
+                consumer_group_detail,
+                lambda group_id, member_id: consumer_verbs.kick(group_id, member_id),
+                lambda group_id, instance_id: (consumer_verbs.fence(group_id, instance_id), None),
+                lambda group_id: consumer_verbs.force_rebalance(group_id),
+                consumer_failed,
+            ),
+        }
+
+    def _handlers_of(self, group_id: str) -> _TypeHandlers:
+        """The group's row; an unknown group's is the classic one, whose verbs answer UnknownTarget."""
+        return self._types[self._registry.type_of(group_id) or GroupType.CLASSIC]
+
+    def group_summaries(self) -> tuple[GroupSummary, ...]:
+        """Every group: the classic groups in the order they were created, then the consumer groups."""
+        return tuple(
+            self._types[group_type].summary(group_id)
+            for group_type in GroupType
+            for group_id, group in list(self._registry.of_type(group_type).items())
+            if not group.is_dead()
+        )
+
+    def group_summary(self, group_id: str) -> GroupSummary | None:
+        group = self._registry.live(group_id)
+        return None if group is None else self._types[group.group_type].summary(group_id)
+
+    def group_detail(self, group_id: str) -> GroupDetail | None:
+        group = self._registry.live(group_id)
+        return None if group is None else self._types[group.group_type].detail(group_id)
 
     def kick(self, group_id: str, member_id: str) -> None:
-        with self._failing_verb(group_id, "the kick verb"):
-            if group_id in self._consumer.groups:
-                self._consumer_verbs.kick(group_id, member_id)
-            else:
-                self._verbs.kick(group_id, member_id)
+        handlers = self._handlers_of(group_id)
+        with self._failing_verb(handlers, group_id, "the kick verb"):
+            handlers.kick(group_id, member_id)
 
     def fence(self, group_id: str, instance_id: str) -> tuple[str, str | None]:
         """(the fenced member id, the id the instance continues under); a consumer group's static member is
         removed instead, so the second is None."""
-        with self._failing_verb(group_id, "the fence verb"):
-            if group_id in self._consumer.groups:
-                return self._consumer_verbs.fence(group_id, instance_id), None
-            return self._verbs.fence(group_id, instance_id)
+        handlers = self._handlers_of(group_id)
+        with self._failing_verb(handlers, group_id, "the fence verb"):
+            return handlers.fence(group_id, instance_id)
 
     def force_rebalance(self, group_id: str) -> None:
-        with self._failing_verb(group_id, "the rebalance verb"):
-            if group_id in self._consumer.groups:
-                self._consumer_verbs.force_rebalance(group_id)
-            else:
-                self._verbs.force_rebalance(group_id)
+        handlers = self._handlers_of(group_id)
+        with self._failing_verb(handlers, group_id, "the rebalance verb"):
+            handlers.force_rebalance(group_id)
 
     @contextmanager
-    def _failing_verb(self, group_id: str, operation: str) -> Iterator[None]:
-        """A verb that raises unexpectedly fails its group, then still raises: the control API reports it.
-
-        A consumer group is not restarted (nothing of it is parked); the failure is counted and logged, as a failed
-        ConsumerGroupHeartbeat is."""
-        consumer = group_id in self._consumer.groups
+    def _failing_verb(self, handlers: _TypeHandlers, group_id: str, operation: str) -> Iterator[None]:
+        """A verb that raises unexpectedly fails its group (its type's ``failed``), then still raises: the control
+        API reports it."""
         try:
             yield
         except (UnknownTarget, Conflict):
             raise
         except Exception as error:
-            if consumer:
-                self._consumer.failures += 1
-                self.log.exception(f"{operation} failed", group_id=group_id)
-            else:
-                self._classic.fail(group_id, operation, error)
+            handlers.failed(group_id, operation, error)
             raise
 
     # -- lifecycle --------------------------------------------------------------------------------------
@@ -472,6 +508,20 @@ class GroupCoordinator:
         self._steady_beats_served = False
         self._classic.unload_all()
         self._consumer.unload_all()
+        self._offsets.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class _TypeHandlers:
+    """One group type's row of the dispatch table: its groups, its control-API views and verbs (by group id)."""
+
+    keeper: GroupKeeper
+    summary: Callable[[str], GroupSummary]
+    detail: Callable[[str], GroupDetail]
+    kick: Callable[[str, str], None]
+    fence: Callable[[str, str], tuple[str, str | None]]
+    force_rebalance: Callable[[str], None]
+    failed: Callable[[str, str, Exception], None]
 
 
 def random_uuid() -> str:
@@ -498,8 +548,7 @@ def _member_id_of(new_uuid: Callable[[], str]) -> Callable[[], str]:
 
 
 def _every_partition(request: TxnCommitRequest, error: ErrorCode) -> PartitionErrors:
-    """A TxnOffsetCommit failure of the whole request, repeated on every partition (it has no top-level error)."""
-    return tuple((topic, tuple((p.partition, error) for p in partitions)) for topic, partitions in request.topics)
+    return every_partition(((topic, (p.partition for p in partitions)) for topic, partitions in request.topics), error)
 
 
 def _answered(result: T) -> Deferred[T]:

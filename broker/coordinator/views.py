@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.member import Member
-from broker.coordinator.consumer_protocol import ConsumerProtocolError, decode_assignment
+from broker.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
+from broker.coordinator.group_type import GroupType
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.types import Assignment, TopicCatalog
@@ -30,7 +31,7 @@ class GroupSummary:
     generation_id: int  # a consumer group's: its group epoch
     leader: str | None  # always None for a consumer group: the broker assigns
     member_count: int
-    group_type: str = "classic"  # or "consumer" (KIP-848)
+    group_type: GroupType = GroupType.CLASSIC
     group_epoch: int | None = None  # consumer groups only (section 3.1), as assignment_epoch
     assignment_epoch: int | None = None
 
@@ -126,7 +127,7 @@ def _member_detail(group: ClassicGroup, member: Member) -> MemberDetail:
 
 
 def _assignment(group: ClassicGroup, member: Member) -> dict[str, list[int]] | None:
-    if group.protocol_type != "consumer":
+    if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
         return None
     try:
         return decode_assignment(member.assignment).by_topic()
@@ -142,12 +143,12 @@ def summarize_consumer(group: ConsumerGroup, default_assignor: str) -> GroupSumm
     return GroupSummary(
         group.group_id,
         group.state.value,
-        "consumer",
+        CONSUMER_PROTOCOL_TYPE,
         group.preferred_assignor(default_assignor),
         group.group_epoch,
         None,
         len(group.members),
-        "consumer",
+        GroupType.CONSUMER,
         group.group_epoch,
         group.assignment_epoch,
     )

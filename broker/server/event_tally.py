@@ -13,7 +13,8 @@ import bisect
 import time
 from collections.abc import Callable
 
-from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.group_type import GroupType
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from broker.events.hub import Record
 from broker.events.names import (
     GROUP_DELETED,
@@ -101,7 +102,7 @@ class EventTally:
         if outcome is not None:
             self.transactions_ended.add((outcome,))
             return
-        if record.get("group_type") == "consumer":
+        if record.get("group_type") == GroupType.CONSUMER:
             self._observe_consumer(name, group, record)
         elif name == REBALANCE_STARTED:
             self.rebalances.add((group, record["cause"]))
@@ -126,7 +127,7 @@ class EventTally:
         elif name == STATE_CHANGED:
             started = self._unsettled_since.pop(group, None) if record["to"] in _SETTLED else None
             if started is not None and record["to"] == ConsumerGroupState.STABLE.value:
-                self.rebalance_duration.observe(("consumer",), max(record["ts_ms"] - started, 0) / 1000)
+                self.rebalance_duration.observe((GroupType.CONSUMER.value,), max(record["ts_ms"] - started, 0) / 1000)
         elif name == MEMBER_EXPIRED:
             # A session runs out exactly its timeout after the last heartbeat (section 7.1); a rebalance timer
             # after the member began revoking (7.3).

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar
 
 from broker.control.client import ControlClient, ControlError
+from broker.coordinator.group_type import GroupType
 from broker.events import names
 
 JSON = dict[str, Any]
@@ -176,7 +177,7 @@ class BrokerControl:
         if not isinstance(last, dict):
             raise WaitTimeout(f"{message}: the broker has no such group")
         ids = [member["member_id"] for member in last.get("members", [])]
-        if last.get("group_type") == "consumer":
+        if last.get("group_type") == GroupType.CONSUMER:
             shape = f"epoch {last.get('group_epoch')} (target assignment {last.get('assignment_epoch')})"
             waiting = [f"{m['member_id']}: {m['state']} at {m['member_epoch']}" for m in last.get("members", [])
                        if m.get("state") != "stable" or m.get("member_epoch") != last.get("assignment_epoch")]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.classic.group import CommittedOffset
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import CommitRequest, FetchedOffset, PartitionCommit
+from broker.coordinator.offset_store import CommittedOffset
 from broker.timing.keys import heartbeat_key
 from tests.coordinator.harness import GROUP, SESSION_MS, E, Harness
 

@@ -8,7 +8,7 @@ Section numbers refer to ``docs/spec/group-coordinator.md`` (4: the data model, 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 from kio.schema.errors import ErrorCode
 
@@ -18,12 +18,16 @@ from broker.coordinator.classic.state import (
     DEAD,
     EMPTY,
     PREPARING,
+    STABLE,
     VALID_PREVIOUS_STATES,
     GroupState,
     IllegalStateTransition,
 )
-from broker.coordinator.consumer_protocol import ConsumerProtocolError, decode_subscription
-from broker.coordinator.messages import JoinResult, SyncResult
+from broker.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, ConsumerProtocolError, decode_subscription
+from broker.coordinator.group import OffsetExpiration
+from broker.coordinator.group_type import GroupType
+from broker.coordinator.messages import JoinResult, ListedGroup, SyncResult
+from broker.coordinator.offset_store import CommittedOffset, Key, OffsetStore
 from broker.timing.deferred import Deferred
 from broker.timing.keys import GroupKey, heartbeat_key, join_key, sync_key
 
@@ -47,21 +51,12 @@ class MemberError(Exception):
         self.error = error
 
 
-@dataclass(slots=True)
-class CommittedOffset:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp_ms: int
-    expire_timestamp_ms: int | None = None
-    # transactions.md 5.2: where the commit stands among all commits (Kafka: its record's offset in
-    # __consumer_offsets), so a transaction's COMMIT never overwrites a regular commit written after it.
-    record_order: int = field(default=0, compare=False)
-
-
 class ClassicGroup:
-    def __init__(self, group_id: str, now_ms: int) -> None:
+    group_type = GroupType.CLASSIC
+
+    def __init__(self, group_id: str, now_ms: int, store: OffsetStore | None = None) -> None:
         self.group_id = group_id
+        self._store = store if store is not None else OffsetStore()
         self.state = EMPTY
         self.previous_state = DEAD
         self.state_timestamp_ms = now_ms
@@ -79,7 +74,6 @@ class ClassicGroup:
         self.awaiting_join_count = 0
         self.new_member_added = False
         self.subscribed_topics: frozenset[str] | None = None
-        self.offsets: dict[tuple[str, int], CommittedOffset] = {}
         self.join_key: GroupKey = join_key(group_id)
         self.sync_key: GroupKey = sync_key(group_id)
         # For events only: when the current rebalance began, and the last generation's decoded assignment.
@@ -90,6 +84,16 @@ class ClassicGroup:
 
     def is_in(self, state: GroupState) -> bool:
         return self.state is state
+
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
+    def is_empty(self) -> bool:
+        return self.is_in(EMPTY)
+
+    def is_dead(self) -> bool:
+        return self.is_in(DEAD)
 
     @property
     def can_rebalance(self) -> bool:
@@ -273,7 +277,7 @@ class ClassicGroup:
 
     def update_subscribed_topics(self) -> None:
         """Topics the group consumes, from the members' ConsumerProtocol subscriptions (None: unknown)."""
-        if self.protocol_type != "consumer" or self.protocol_name is None:
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
             self.subscribed_topics = None if self.members else frozenset()
             return
         topics: set[str] = set()
@@ -289,7 +293,7 @@ class ClassicGroup:
         if self.is_in(EMPTY):
             return False
         if self.subscribed_topics is None:
-            return self.protocol_type == "consumer"
+            return self.protocol_type == CONSUMER_PROTOCOL_TYPE
         return topic in self.subscribed_topics
 
     # -- generations ---------------------------------------------------------------
@@ -305,3 +309,76 @@ class ClassicGroup:
             self.subscribed_topics = frozenset()
             self.transition_to(EMPTY, now_ms)
         self.not_yet_synced.clear()
+
+    # -- what the offsets manager asks (Kafka's ClassicGroup.validateOffsetCommit and friends) -------------------
+
+    @property
+    def offsets(self) -> Mapping[Key, CommittedOffset]:
+        return self._store.of(self.group_id)
+
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation: int, api_version: int
+    ) -> ErrorCode | None:
+        """Section 13.1; a commit that passes from a member of a Stable or PreparingRebalance group also extends its
+        session (``ClassicGroups.offsets_committed``)."""
+        if self.is_in(DEAD):
+            return ErrorCode.coordinator_not_available
+        if generation < 0 and self.is_in(EMPTY):
+            return None
+        if generation < 0 and not member_id and instance_id is None:
+            return ErrorCode.unknown_member_id  # only members may commit into an active group
+        try:
+            self.validate_member(member_id, instance_id)
+        except MemberError as failure:
+            return failure.error
+        if generation != self.generation_id:
+            return ErrorCode.illegal_generation
+        if self.is_in(COMPLETING):
+            return ErrorCode.rebalance_in_progress
+        return None
+
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+        """transactions.md 5.1 step 5: no REBALANCE_IN_PROGRESS in any state, and the session is not refreshed."""
+        if self.is_in(DEAD):
+            return ErrorCode.coordinator_not_available
+        if generation < 0 and self.is_in(EMPTY):
+            return None
+        if generation >= 0 or member_id or instance_id is not None:
+            try:
+                self.validate_member(member_id, instance_id)
+            except MemberError as failure:
+                return failure.error
+            if generation != self.generation_id:
+                return ErrorCode.illegal_generation
+        return None  # an anonymous (v0-2) commit into a non-empty group is accepted (5.6)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        return None  # OffsetFetch names no member before v9, and a classic group does not check it (13.3)
+
+    def validate_offset_delete(self) -> ErrorCode | None:
+        """Section 14.4: an Empty group, or one using the consumer protocol (only unsubscribed topics go)."""
+        if not self.is_in(EMPTY) and self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return ErrorCode.non_empty_group
+        return None
+
+    def validate_delete_group(self) -> ErrorCode | None:
+        """Only an Empty group may go: members must leave first (section 14.3)."""
+        return None if self.is_in(EMPTY) else ErrorCode.non_empty_group
+
+    def offset_expiration(self) -> OffsetExpiration | None:
+        """Section 13.2: a simple group's offsets count from their commit, an Empty group's from when it emptied, a
+        Stable consumer-protocol group's unsubscribed topics from their commit; any other group keeps them."""
+        if not self.protocol_type:
+            return _FROM_COMMIT  # a simple group: standalone consumers and admin commits
+        if self.is_in(EMPTY):
+            return OffsetExpiration(state_timestamp_ms=self.state_timestamp_ms)
+        if self.protocol_type == CONSUMER_PROTOCOL_TYPE and self.is_in(STABLE) and self.subscribed_topics is not None:
+            return _UNSUBSCRIBED_FROM_COMMIT
+        return None
+
+    def listed(self) -> ListedGroup:
+        return ListedGroup(self.group_id, self.protocol_type or "", self.state.value, GroupType.CLASSIC)
+
+
+_FROM_COMMIT = OffsetExpiration()
+_UNSUBSCRIBED_FROM_COMMIT = OffsetExpiration(keep_subscribed=True)

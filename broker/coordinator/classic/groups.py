@@ -16,7 +16,9 @@ from broker.coordinator.classic.group import ClassicGroup, discard
 from broker.coordinator.classic.member import Member
 from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, GroupState
 from broker.coordinator.config import GroupConfig
-from broker.coordinator.messages import JoinResult, SyncResult
+from broker.coordinator.group_type import GroupType
+from broker.coordinator.messages import CommitRequest, JoinResult, PartitionErrors, SyncResult
+from broker.coordinator.registry import GroupRegistry
 from broker.timing.clock import Clock
 from broker.timing.keys import heartbeat_key
 from broker.timing.purgatory import Purgatory
@@ -32,13 +34,15 @@ class ClassicGroups:
         purgatory: Purgatory,
         events: GroupEventLog,
         log: structlog.typing.FilteringBoundLogger,
+        registry: GroupRegistry | None = None,
     ) -> None:
+        self.registry = registry if registry is not None else GroupRegistry()
         self.config = config
         self.clock = clock
         self.purgatory = purgatory
         self.events = events
         self.log = log
-        self.groups: dict[str, ClassicGroup] = {}
+        self.groups = self.registry.classic_groups  # the classic groups of the one registry, in creation order
         self.failures = 0  # operations that raised and were failed (``fail``): each is a coordinator bug
 
     # -- groups ------------------------------------------------------------------------------------------
@@ -52,22 +56,53 @@ class ClassicGroups:
         return None if group is None or group.is_in(DEAD) else group
 
     def create(self, group_id: str) -> ClassicGroup:
-        group = ClassicGroup(group_id, self.clock.now_ms())
-        self.groups[group_id] = group
+        group = ClassicGroup(group_id, self.clock.now_ms(), self.registry.offsets)
+        self.registry.add_classic(group)
         self.events.group_created(group)
         return group
 
     def delete(self, group: ClassicGroup, why: str) -> None:
-        group.offsets.clear()
-        self.purgatory.cancel(group.join_key)
-        self.purgatory.cancel(group.sync_key)
-        # An Empty group may still hold KIP-394 member ids awaiting their second JoinGroup: no timer outlives it.
-        for member_id in group.pending_members:
-            self.purgatory.cancel(heartbeat_key(group.group_id, member_id))
+        """The group goes Dead and is forgotten; its offsets stay in the store (the caller removes them if they
+        must go: DeleteGroups does, a conversion to a consumer group keeps them)."""
+        self._cancel_group_timers(group)
         group.pending_members.clear()
         self.transition(group, DEAD)
-        del self.groups[group.group_id]
+        self.registry.remove(group)
         self.events.group_deleted(group, why)
+
+    def delete_group(self, group_id: str, why: str) -> None:
+        self.delete(self.registry.classic(group_id), why)
+
+    def _cancel_group_timers(self, group: ClassicGroup) -> None:
+        """The join and sync deadlines, and those of the KIP-394 member ids awaiting their second JoinGroup (an Empty
+        group may still hold some): no timer outlives the group's current life."""
+        purgatory = self.purgatory
+        purgatory.cancel(group.join_key)
+        purgatory.cancel(group.sync_key)
+        for member_id in group.pending_members:
+            purgatory.cancel(heartbeat_key(group.group_id, member_id))
+
+    # -- offsets (section 13.1) ----------------------------------------------------------------------------
+
+    def offsets_committed(self, request: CommitRequest, results: PartitionErrors) -> None:
+        """A commit is a member's proof of life in a Stable or PreparingRebalance group (Kafka's commitOffset
+        reschedules the classic member's heartbeat), and the debug ``offsets_committed`` event."""
+        group = self.groups[request.group_id]
+        member = group.members.get(request.member_id)
+        if member is not None and group.state in (STABLE, PREPARING):
+            self.extend_session(member, member.session_timeout_ms)
+        events = self.events
+        if events.wants_debug:
+            committed = [
+                (topic, commit.partition, commit.offset)
+                for (topic, commits), (_, errors) in zip(request.topics, results, strict=True)
+                for commit, (_, error) in zip(commits, errors, strict=True)
+                if error is E.none
+            ]
+            events.offsets_committed(group, request.member_id, request.generation_id, committed)
+
+    def offsets_expired(self, group_id: str) -> None:
+        self.events.offsets_expired(self.groups[group_id])
 
     def transition(self, group: ClassicGroup, state: GroupState) -> None:
         group.transition_to(state, self.clock.now_ms())
@@ -145,10 +180,7 @@ class ClassicGroups:
 
     def _restart(self, group: ClassicGroup, operation: str) -> None:
         purgatory = self.purgatory
-        purgatory.cancel(group.join_key)
-        purgatory.cancel(group.sync_key)
-        for member_id in group.pending_members:
-            purgatory.cancel(heartbeat_key(group.group_id, member_id))
+        self._cancel_group_timers(group)
         members = group.forget_members()
         for member in members:
             purgatory.cancel(member.heartbeat_key)
@@ -181,7 +213,7 @@ class ClassicGroups:
         """Give up every group as Kafka does when it loses the offsets partition: all go Dead."""
         for group in list(self.groups.values()):
             self._unload(group)
-        self.groups.clear()
+        self.registry.remove_all(GroupType.CLASSIC)
 
     def _unload(self, group: ClassicGroup) -> None:
         state = group.state
@@ -193,8 +225,5 @@ class ClassicGroups:
             sync = group.take_sync(member)
             if sync is not None and state in (COMPLETING, STABLE):
                 sync.complete(SyncResult(E.not_coordinator))
-        for member_id in group.pending_members:
-            self.purgatory.cancel(heartbeat_key(group.group_id, member_id))
-        self.purgatory.cancel(group.join_key)
-        self.purgatory.cancel(group.sync_key)
+        self._cancel_group_timers(group)
         self.transition(group, DEAD)

@@ -17,6 +17,7 @@ from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.rebalance import Rebalancer
 from broker.coordinator.classic.referee import COOPERATIVE_PROTOCOLS, judge
 from broker.coordinator.classic.state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
+from broker.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from broker.coordinator.messages import SyncRequest, SyncResult
 from broker.timing.deferred import Deferred
 
@@ -90,7 +91,7 @@ class SyncHandler:
         protocol = group.protocol_name
         cooperative = protocol in COOPERATIVE_PROTOCOLS
         verdict = None
-        if group.protocol_type == "consumer" and protocol is not None:
+        if group.protocol_type == CONSUMER_PROTOCOL_TYPE and protocol is not None:
             verdict = judge(
                 sent,
                 {member_id: member.metadata(protocol) for member_id, member in group.members.items()},

@@ -1,4 +1,5 @@
-"""The vocabulary of consumer groups: topic ids, assignments, member and group states, and the topic catalog.
+"""The vocabulary of the modern groups: topic ids, assignments, member states, and the topic catalog (a consumer
+group's own states are ``consumer/state.py``).
 
 Partitions are addressed by topic id everywhere in the protocol (section 3.6), so an assignment is a mapping from
 topic id to a frozen set of partition numbers. Assignments are values: a member's assignment is replaced, never
@@ -38,16 +39,6 @@ class MemberState(enum.IntEnum):
     UNREVOKED_PARTITIONS = 1
     UNRELEASED_PARTITIONS = 2
     UNKNOWN = 127
-
-
-class ConsumerGroupState(enum.Enum):
-    """Kafka's ``ConsumerGroup.ConsumerGroupState`` (section 3.4): derived after every change, never stored."""
-
-    EMPTY = "Empty"
-    ASSIGNING = "Assigning"
-    RECONCILING = "Reconciling"
-    STABLE = "Stable"
-    DEAD = "Dead"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""ConsumerGroupDescribe, and consumer groups in ListGroups (sections 9.1 and 9.3)."""
+"""ConsumerGroupDescribe (section 9.3); a consumer group lists itself in ListGroups (``ConsumerGroup.listed``)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from broker.coordinator.messages import (
     ConsumerGroupDescription,
     DescribedConsumerMember,
     DescribedTopicPartitions,
-    ListedGroup,
 )
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.types import Assignment, TopicCatalog
 
-__all__ = ["describe", "listed"]
+__all__ = ["describe"]
 
 E = ErrorCode
 
@@ -54,7 +53,3 @@ def _described(assignment: Assignment, topics: TopicCatalog) -> tuple[DescribedT
         if info is not None:
             described.append(DescribedTopicPartitions(topic_id, info.name, tuple(sorted(partitions))))
     return tuple(sorted(described, key=lambda d: d.topic_name))
-
-
-def listed(group: ConsumerGroup) -> ListedGroup:
-    return ListedGroup(group.group_id, "consumer", group.state.value, "consumer")

@@ -1,16 +1,20 @@
 """The events of consumer groups, one method per event (format version 2, ``docs/events.md``).
 
-The same hub and names as the classic groups' ``group_events.py``; every record of a consumer group carries
-``group_type: "consumer"`` so a reader can tell the protocols apart. Topics are named (not ids) for people.
+The same hub and names as the classic groups' ``classic/events.py``; every record of a consumer group carries
+``group_type: "consumer"`` (``GroupType.CONSUMER``) so a reader can tell the protocols apart. Topics are named (not
+ids) for people.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from broker.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from broker.coordinator.group_type import GroupType
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.member import ConsumerMember
-from broker.coordinator.modern.types import Assignment, ConsumerGroupState, TopicCatalog
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.types import Assignment, TopicCatalog
 from broker.events import names
 from broker.events.hub import GroupEvents
 
@@ -29,7 +33,7 @@ class ConsumerGroupEventLog:
         return self._hub.wants_debug
 
     def _emit(self, event: str, group: ConsumerGroup, fields: dict[str, Any], *, debug: bool = False) -> None:
-        fields["group_type"] = "consumer"
+        fields["group_type"] = GroupType.CONSUMER.value
         self._hub.emit(event, group.group_id, fields, debug=debug)
 
     def named(self, assignment: Assignment) -> dict[str, list[int]]:
@@ -47,6 +51,10 @@ class ConsumerGroupEventLog:
 
     def group_deleted(self, group: ConsumerGroup, reason: str) -> None:
         self._emit(names.GROUP_DELETED, group, {"reason": reason})
+
+    def offsets_expired(self, group: ConsumerGroup) -> None:
+        """As a classic group's: retention removed the group's last committed offsets (section 8.5)."""
+        self._emit(names.OFFSETS_EXPIRED, group, {})
 
     def state_changed(self, group: ConsumerGroup, old: ConsumerGroupState, new: ConsumerGroupState) -> None:
         fields = {
@@ -82,7 +90,7 @@ class ConsumerGroupEventLog:
             "group_instance_id": member.instance_id,
             "client_id": member.client_id,
             "client_host": member.client_host,
-            "protocol_type": "consumer",
+            "protocol_type": CONSUMER_PROTOCOL_TYPE,
             "subscribed_topic_names": sorted(member.subscribed_topic_names),
             "subscribed_topic_regex": member.subscribed_topic_regex,
             "server_assignor": member.server_assignor,

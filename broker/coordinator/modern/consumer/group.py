@@ -7,11 +7,19 @@ The data and the rules that belong to the data; what happens when (requests, tim
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
-from broker.coordinator.classic.group import CommittedOffset
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from broker.coordinator.group import OffsetExpiration
+from broker.coordinator.group_type import GroupType
+from broker.coordinator.messages import ListedGroup
 from broker.coordinator.modern.assignors.base import MemberSpec
 from broker.coordinator.modern.consumer.member import ConsumerMember
-from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, ConsumerGroupState, TopicId
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, TopicId
+from broker.coordinator.offset_store import CommittedOffset, Key, OffsetStore
 
 __all__ = ["ConsumerGroup"]
 
@@ -20,10 +28,11 @@ SubscriptionMetadata = dict[str, tuple[TopicId, int]]
 
 
 class ConsumerGroup:
-    group_type = "consumer"
+    group_type = GroupType.CONSUMER
 
-    def __init__(self, group_id: str, now_ms: int) -> None:
+    def __init__(self, group_id: str, now_ms: int, store: OffsetStore | None = None) -> None:
         self.group_id = group_id
+        self._store = store if store is not None else OffsetStore()
         self.created_ms = now_ms
         self.group_epoch = 0
         self.assignment_epoch = 0
@@ -35,7 +44,6 @@ class ConsumerGroup:
         self.subscription_metadata: SubscriptionMetadata = {}
         self.metadata_version = -1  # the catalog version the subscription metadata was computed at
         self.resolved_regexes: dict[str, frozenset[str]] = {}  # regex -> topic names, at metadata_version
-        self.offsets: dict[tuple[str, int], CommittedOffset] = {}
         # Members not reconciled to the assignment epoch: the state is read after every change, and scanning every
         # member each time made a forming group quadratic. Kept by ``refresh`` and ``recount``.
         self.unreconciled: set[str] = set()
@@ -72,6 +80,13 @@ class ConsumerGroup:
 
     def is_empty(self) -> bool:
         return not self.members
+
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
+    def is_dead(self) -> bool:
+        return False  # a consumer group is removed at once (section 3.4: Dead is never stored)
 
     # -- members and ownership (section 3.5) -----------------------------------------------------------------
 
@@ -147,6 +162,64 @@ class ConsumerGroup:
             return default
         best = max(counts.values())
         return min(name for name, count in counts.items() if count == best)
+
+    # -- what the offsets manager asks (Kafka's ConsumerGroup.validateOffsetCommit and friends, section 8) ----
+
+    @property
+    def offsets(self) -> Mapping[Key, CommittedOffset]:
+        return self._store.of(self.group_id)
+
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation: int, api_version: int
+    ) -> ErrorCode | None:
+        """Section 8.1."""
+        if generation < 0 and self.is_empty():
+            return None  # admin tools, assign()-only consumers
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if api_version < 9:
+            return ErrorCode.unsupported_version
+        if generation != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+        """Transactional: STALE_MEMBER_EPOCH is answered as ILLEGAL_GENERATION and there is no OffsetCommit-v9
+        version check (section 8.1)."""
+        if generation < 0 and self.is_empty():
+            return None
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        return ErrorCode.illegal_generation if generation != member.member_epoch else None
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+        """Section 8.2: OffsetFetch v9 names the member; an admin (null member, epoch < 0) is not checked."""
+        if member_id is None and member_epoch < 0:
+            return None
+        member = self.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    def validate_offset_delete(self) -> ErrorCode | None:
+        return None  # in every state (section 8.3), but never a topic a member subscribes to
+
+    def validate_delete_group(self) -> ErrorCode | None:
+        return None if self.is_empty() else ErrorCode.non_empty_group  # section 8.4
+
+    def offset_expiration(self) -> OffsetExpiration | None:
+        """Section 8.5: offsets of topics no member subscribes to expire from their commit, whatever the state."""
+        return _UNSUBSCRIBED_FROM_COMMIT
+
+    def listed(self) -> ListedGroup:
+        return ListedGroup(self.group_id, CONSUMER_PROTOCOL_TYPE, self.state.value, GroupType.CONSUMER)
+
+
+_UNSUBSCRIBED_FROM_COMMIT = OffsetExpiration(keep_subscribed=True)
 
 
 class _OwnedByOther:

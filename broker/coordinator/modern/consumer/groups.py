@@ -7,11 +7,13 @@ metadata and resolving regular expressions (4.9, 4.10), and computing a new targ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import structlog
 
 from broker.coordinator.config import GroupConfig
+from broker.coordinator.group_type import GroupType
+from broker.coordinator.messages import CommitRequest, PartitionErrors
 from broker.coordinator.modern.assignors import ASSIGNORS
 from broker.coordinator.modern.assignors.base import GroupSpec, MemberSpec
 from broker.coordinator.modern.consumer.events import ConsumerGroupEventLog
@@ -19,6 +21,7 @@ from broker.coordinator.modern.consumer.group import ConsumerGroup, Subscription
 from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.consumer.regex import resolve
 from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment, MemberState, TopicCatalog, TopicId
+from broker.coordinator.registry import GroupRegistry
 from broker.timing.clock import Clock
 from broker.timing.keys import consumer_rebalance_key, consumer_session_key
 from broker.timing.purgatory import Purgatory
@@ -35,35 +38,51 @@ class ConsumerGroups:
         topics: TopicCatalog,
         events: ConsumerGroupEventLog,
         log: structlog.typing.FilteringBoundLogger,
+        registry: GroupRegistry | None = None,
     ) -> None:
+        self.registry = registry if registry is not None else GroupRegistry()
         self.config = config
         self.clock = clock
         self.purgatory = purgatory
         self.topics = topics
         self.events = events
         self.log = log
-        self.groups: dict[str, ConsumerGroup] = {}
+        self.groups = self.registry.consumer_groups  # the consumer groups of the one registry, in creation order
         self.failures = 0
-        # Called with a group id whenever a consumer group is deleted (the facade forgets its offsets' owner).
-        self.on_deleted: Callable[[str], None] = lambda group_id: None
 
     # -- groups ----------------------------------------------------------------------------------------------
 
     def get(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
 
-    def create(self, group_id: str) -> ConsumerGroup:
-        group = ConsumerGroup(group_id, self.clock.now_ms())
-        self.groups[group_id] = group
+    def new_group(self, group_id: str) -> ConsumerGroup:
+        """A group not registered yet (``register`` makes it one of ours)."""
+        return ConsumerGroup(group_id, self.clock.now_ms(), self.registry.offsets)
+
+    def register(self, group: ConsumerGroup) -> None:
+        self.registry.add_consumer(group)
         self.events.group_created(group)
+
+    def create(self, group_id: str) -> ConsumerGroup:
+        group = self.new_group(group_id)
+        self.register(group)
         return group
 
     def delete(self, group: ConsumerGroup, why: str) -> None:
+        """Forgotten with its timers; its offsets stay in the store (the caller removes them if they must go)."""
         for member in list(group.members.values()):
             self._cancel_timers(group, member)
-        del self.groups[group.group_id]
+        self.registry.remove(group)
         self.events.group_deleted(group, why)
-        self.on_deleted(group.group_id)
+
+    def delete_group(self, group_id: str, why: str) -> None:
+        self.delete(self.registry.consumer(group_id), why)
+
+    def offsets_committed(self, request: CommitRequest, results: PartitionErrors) -> None:
+        """Nothing more: a consumer group's session is kept by its heartbeats alone (section 8.1)."""
+
+    def offsets_expired(self, group_id: str) -> None:
+        self.events.offsets_expired(self.groups[group_id])
 
     def note_state(self, group: ConsumerGroup) -> None:
         """Say so when the derived state (section 3.4) moved since the last change."""
@@ -78,7 +97,7 @@ class ConsumerGroups:
         for group in self.groups.values():
             for member in group.members.values():
                 self._cancel_timers(group, member)
-        self.groups.clear()
+        self.registry.remove_all(GroupType.CONSUMER)
 
     # -- fencing (section 4.13) ------------------------------------------------------------------------------
 

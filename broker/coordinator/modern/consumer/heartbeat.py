@@ -265,17 +265,15 @@ class ConsumerHeartbeatHandler:
                 )
         elif not create:
             raise HeartbeatError(E.group_id_not_found, f"Consumer group {group_id} not found.")
-        return ConsumerGroup(group_id, self._groups.clock.now_ms()), True
+        return self._groups.new_group(group_id), True
 
     def _materialise(self, group: ConsumerGroup) -> None:
-        """Register a new group; an Empty classic group of that id is converted, its offsets kept (4.5)."""
+        """Register a new group; an Empty classic group of that id is converted, its offsets kept where they are in
+        the store (4.5)."""
         classic = self._classic.live(group.group_id)
         if classic is not None:
-            group.offsets.update(classic.offsets)
-            classic.offsets.clear()
             self._classic.delete(classic, "converted to a consumer group")
-        self._groups.groups[group.group_id] = group
-        self._groups.events.group_created(group)
+        self._groups.register(group)
 
     def _resolve_member(
         self, group: ConsumerGroup, request: ConsumerHeartbeatRequest, member_id: str, owned: Assignment | None

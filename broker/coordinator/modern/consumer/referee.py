@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from broker.coordinator.modern.consumer.events import ConsumerGroupEventLog
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.member import ConsumerMember
-from broker.coordinator.modern.types import ConsumerGroupState, TopicCatalog, TopicId
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.types import TopicCatalog, TopicId
 from broker.events import names
 from broker.events.hub import GroupEvents
 from broker.events.names import DOUBLE_OWNER, UNOWNED

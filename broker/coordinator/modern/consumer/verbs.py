@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.groups import ConsumerGroups
-from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from broker.coordinator.verb_errors import Conflict, UnknownTarget
 
 __all__ = ["ConsumerVerbs"]

@@ -25,7 +25,8 @@ from broker.coordinator.messages import (
 )
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.member import ConsumerMember
-from broker.coordinator.modern.types import Assignment, ConsumerGroupState, MemberState, StaticCatalog, TopicId
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.types import Assignment, MemberState, StaticCatalog, TopicId
 from broker.events.hub import GroupEvents
 from broker.timing.keys import consumer_rebalance_key, consumer_session_key
 from broker.timing.purgatory import Purgatory

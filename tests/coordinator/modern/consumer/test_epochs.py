@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 from broker.coordinator.messages import ConsumerHeartbeatResult
-from broker.coordinator.modern.types import ConsumerGroupState, MemberState
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.types import MemberState
 from tests.coordinator.modern.consumer.harness import GROUP, INTERVAL_MS, SESSION_MS, ConsumerHarness, E
 
 ALL = {"t": {0, 1, 2, 3}}

@@ -26,7 +26,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from broker.coordinator.messages import ConsumerHeartbeatResult, TopicIdPartitions
 from broker.coordinator.modern.consumer.group import ConsumerGroup
-from broker.coordinator.modern.types import ConsumerGroupState, MemberState, TopicId
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.types import MemberState, TopicId
 from tests.coordinator.modern.consumer.harness import GROUP, INTERVAL_MS, ConsumerHarness, E
 
 SUBSCRIPTIONS: tuple[tuple[tuple[str, ...], str], ...] = (

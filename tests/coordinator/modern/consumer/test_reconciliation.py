@@ -15,7 +15,8 @@ import pytest
 from broker.coordinator.modern.assignors import ASSIGNORS
 from broker.coordinator.modern.assignors.base import GroupSpec
 from broker.coordinator.modern.consumer import groups as groups_module
-from broker.coordinator.modern.types import Assignment, ConsumerGroupState, MemberState
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.types import Assignment, MemberState
 from tests.coordinator.modern.consumer.harness import REBALANCE_MS, Consumer, ConsumerHarness, E, Named
 
 STABLE, RECONCILING = ConsumerGroupState.STABLE, ConsumerGroupState.RECONCILING

@@ -21,7 +21,8 @@ from broker.coordinator.modern.consumer import heartbeat as heartbeat_module
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.consumer.referee import ConsumerReferee, Finding
-from broker.coordinator.modern.types import Assignment, ConsumerGroupState, TopicId
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.types import Assignment, TopicId
 from broker.events.hub import EventHub, Record
 from tests.coordinator.modern.consumer.harness import GROUP, SESSION_MS, Consumer, ConsumerHarness
 

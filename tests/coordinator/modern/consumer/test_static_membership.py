@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from broker.coordinator.messages import ConsumerHeartbeatResult, LeavingMember, LeftMember
-from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from tests.coordinator.modern.consumer.harness import GROUP, SESSION_MS, ConsumerHarness, E
 
 ALL = {"t": {0, 1, 2, 3}}

@@ -7,7 +7,7 @@ member order, the subscription type and the stickiness basis are the coordinator
 
 from __future__ import annotations
 
-from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from tests.coordinator.modern.consumer.harness import ConsumerHarness
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from broker.coordinator.coordinator import Conflict, UnknownTarget
 from broker.coordinator.modern.consumer import verbs as verbs_module
-from broker.coordinator.modern.types import ConsumerGroupState
+from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from tests.coordinator.modern.consumer.harness import GROUP, ConsumerHarness, E
 
 

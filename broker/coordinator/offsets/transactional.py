@@ -14,26 +14,25 @@ from collections.abc import Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.classic.group import CommittedOffset, MemberError
 from broker.coordinator.classic.groups import ClassicGroups
-from broker.coordinator.classic.state import DEAD, EMPTY
-from broker.coordinator.messages import PartitionErrors, TxnCommitRequest
-from broker.coordinator.modern.consumer.groups import ConsumerGroups
+from broker.coordinator.messages import PartitionErrors, TxnCommitRequest, every_partition
+from broker.coordinator.offset_store import CommittedOffset, Key
+from broker.coordinator.registry import GroupRegistry
 
 E = ErrorCode
-Key = tuple[str, int]  # (topic, partition)
 
 
 class TransactionalOffsets:
     def __init__(
         self,
-        groups: ClassicGroups,
-        consumer_groups: ConsumerGroups,
+        registry: GroupRegistry,
+        classic: ClassicGroups,
         next_order: Callable[[], int],
         metadata_too_large: Callable[[str], bool],
     ) -> None:
-        self._groups = groups
-        self._consumer = consumer_groups
+        self._registry = registry
+        self._store = registry.offsets
+        self._classic = classic  # a commit without a generation into an unknown group creates a simple one
         self._next_order = next_order
         self._too_large = metadata_too_large
         # 5.2: pendingTransactionalOffsets[pid][group][(topic, partition)]; the epoch is not part of the key.
@@ -45,8 +44,8 @@ class TransactionalOffsets:
     def commit(self, request: TxnCommitRequest) -> PartitionErrors:
         error = self._validate(request)
         if error is not None:
-            return tuple((topic, tuple((p.partition, error) for p in ps)) for topic, ps in request.topics)
-        now = self._groups.clock.now_ms()
+            return every_partition(((topic, (p.partition for p in ps)) for topic, ps in request.topics), error)
+        now = self._classic.clock.now_ms()
         staged = self._pending.setdefault(request.producer_id, {}).setdefault(request.group_id, {})
         results = []
         for topic, partitions in request.topics:
@@ -69,37 +68,16 @@ class TransactionalOffsets:
         return tuple(results)
 
     def _validate(self, request: TxnCommitRequest) -> ErrorCode | None:
-        """validateTransactionalOffsetCommit (5.1 step 5): no REBALANCE_IN_PROGRESS in any state, and the
-        session is not refreshed."""
+        """validateTransactionalOffsetCommit (5.1 step 5): the group validates; an unknown group takes a commit
+        without a generation as a new simple group (C§13.1, kept even if the transaction aborts)."""
         generation = request.generation_id
-        consumer_group = self._consumer.get(request.group_id)
-        if consumer_group is not None:
-            # ConsumerGroup.validateOffsetCommit, transactional: STALE_MEMBER_EPOCH is answered as
-            # ILLEGAL_GENERATION and there is no OffsetCommit-v9 version check (consumer-groups spec 8.1).
-            if generation < 0 and consumer_group.is_empty():
-                return None
-            member = consumer_group.members.get(request.member_id)
-            if member is None:
-                return E.unknown_member_id
-            return E.illegal_generation if generation != member.member_epoch else None
-        group = self._groups.get(request.group_id)
+        group = self._registry.get(request.group_id)
         if group is None:
             if generation < 0:
-                self._groups.create(request.group_id)  # a simple group (C§13.1), kept even if the txn aborts
+                self._classic.create(request.group_id)
                 return None
             return E.illegal_generation
-        if group.is_in(DEAD):
-            return E.coordinator_not_available
-        if generation < 0 and group.is_in(EMPTY):
-            return None
-        if generation >= 0 or request.member_id or request.group_instance_id is not None:
-            try:
-                group.validate_member(request.member_id, request.group_instance_id)
-            except MemberError as failure:
-                return failure.error
-            if generation != group.generation_id:
-                return E.illegal_generation
-        return None  # an anonymous (v0-2) commit into a non-empty group is accepted (5.6)
+        return group.validate_txn_offset_commit(request.member_id, request.group_instance_id, generation)
 
     # -- completion (5.3) ---------------------------------------------------------------------------------
 
@@ -110,14 +88,14 @@ class TransactionalOffsets:
             self._forget(producer_id, group_id)
             if not commit or not staged:
                 continue
-            offsets = self.committed_offsets(group_id)
-            if offsets is None:
+            if self._registry.live(group_id) is None:
                 continue  # the group went (its pending offsets went with it, 5.5)
+            store = self._store
             for key, pending in staged.items():
-                current = offsets.get(key)
+                current = store.get(group_id, key)
                 # A regular OffsetCommit written after the TxnOffsetCommit wins; one written before is overwritten.
                 if current is None or current.record_order < pending.record_order:
-                    offsets[key] = pending
+                    store.put(group_id, key, pending)
 
     def _forget(self, producer_id: int, group_id: str) -> None:
         by_group = self._pending.get(producer_id)
@@ -130,13 +108,6 @@ class TransactionalOffsets:
             open_pids.discard(producer_id)
             if not open_pids:
                 del self._open_by_group[group_id]
-
-    def committed_offsets(self, group_id: str) -> dict[Key, CommittedOffset] | None:
-        consumer_group = self._consumer.get(group_id)
-        if consumer_group is not None:
-            return consumer_group.offsets
-        group = self._groups.live(group_id)
-        return None if group is None else group.offsets
 
     # -- what the other offset operations ask (5.4, 5.5) --------------------------------------------------
 
