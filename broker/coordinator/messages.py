@@ -8,6 +8,7 @@ protocol version except where Kafka's behaviour depends on it (``api_version``).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -245,3 +246,9 @@ class ConsumerGroupDescription:
     assignment_epoch: int = 0
     assignor_name: str = ""
     members: tuple[DescribedConsumerMember, ...] = ()
+
+
+def every_partition(topics: Iterable[tuple[str, Iterable[int]]], error: ErrorCode) -> PartitionErrors:
+    """``error`` on every requested partition: the answer to a request refused as a whole whose response has no
+    top-level error (OffsetCommit, TxnOffsetCommit)."""
+    return tuple((topic, tuple((partition, error) for partition in partitions)) for topic, partitions in topics)

@@ -38,7 +38,7 @@ from kio.schema.errors import ErrorCode
 from broker.api.api_versions import unsupported_version_response
 from broker.api.base import NO_RESPONSE, ApiContext, Call, CloseConnection, InvalidRequest
 from broker.api.dispatch import HANDLERS
-from broker.api.fault_answers import error_response, request_identity, request_transactional_id
+from broker.api.routes import error_answer, request_identity
 from broker.coordinator.client import Client
 from broker.log import get_logger
 from broker.server.faults import CLOSE, DELAY, SWALLOW, FaultRule
@@ -293,12 +293,15 @@ class Connection(asyncio.Protocol):
             self._set_client_id(request.client_id)
         if self._server.faults.rules and request.body is not None:
             identity = request_identity(request.api_key, request.body)
-            transactional_id = request_transactional_id(request.api_key, request.body)
-            if rule := self._fault_rule(frame, request.api_key, *identity, transactional_id):
+            if rule := self._fault_rule(frame, request.api_key, *identity):
                 answer_with = self._fault(rule, frame)
                 if answer_with is None:
                     return None
-                self._send(request, error_response(request.api_key, request.api_version, request.body, answer_with))
+                answer = error_answer(request.api_key, request.api_version, request.body, answer_with)
+                if isinstance(answer, CloseConnection):
+                    self.close(answer.reason)
+                    return None
+                self._send(request, answer)
                 return request.api_key, request.api_version
         try:
             answer = self._dispatch(request)

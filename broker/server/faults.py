@@ -18,34 +18,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.api.routes import FAULTABLE_APIS
 from broker.timing.clock import Clock
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, kafka_name
 
 ERROR, DELAY, CLOSE, SWALLOW = "error", "delay", "close", "swallow_heartbeats"
 ACTIONS = (ERROR, DELAY, CLOSE, SWALLOW)
 
-# The APIs an ``error`` rule can answer for: those a consumer group talks to its coordinator with (KIP-848's two
-# included) and a transactional producer's (docs/spec/transactions.md section 2: InitProducerId, the TV1
-# AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit; EndTxn answering CONCURRENT_TRANSACTIONS, say):
-# broker/api/fault_answers.py shapes their error answers.
-ERROR_APIS = frozenset(
-    {
-        ApiKey.FIND_COORDINATOR,
-        ApiKey.JOIN_GROUP,
-        ApiKey.SYNC_GROUP,
-        ApiKey.HEARTBEAT,
-        ApiKey.LEAVE_GROUP,
-        ApiKey.OFFSET_COMMIT,
-        ApiKey.OFFSET_FETCH,
-        ApiKey.CONSUMER_GROUP_HEARTBEAT,
-        ApiKey.CONSUMER_GROUP_DESCRIBE,
-        ApiKey.INIT_PRODUCER_ID,
-        ApiKey.ADD_PARTITIONS_TO_TXN,
-        ApiKey.ADD_OFFSETS_TO_TXN,
-        ApiKey.END_TXN,
-        ApiKey.TXN_OFFSET_COMMIT,
-    }
-)
+# The APIs an ``error`` rule can answer for: every API but ApiVersions, each in its own error shape (the route
+# table of broker/api/routes.py, where each API declares its error answer beside its handler).
+ERROR_APIS = FAULTABLE_APIS
 
 _API_BY_NAME = {kafka_name(key).replace("_", "").lower(): int(key) for key in SUPPORTED_VERSIONS}
 _MATCH_FIELDS = ("group_id", "member_id", "group_instance_id", "client_id", "transactional_id")
@@ -153,7 +135,7 @@ class FaultRules:
 
         A swallow rule passes over a member the coordinator no longer has: once evicted, it must hear so, as it
         would from Kafka. ``is_member`` says which members it has. ``transactional_id`` is the one the request
-        names (fault_answers.request_transactional_id), None when it names none.
+        names (broker.api.routes.request_identity), None when it names none.
         """
         now = self.clock.now_ms()
         for rule in self.rules.values():
