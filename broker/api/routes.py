@@ -12,7 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.api.base import RequestIdentity
+from broker.api.base import RequestIdentity, named_identity
 from broker.api.dispatch import FAMILIES, HANDLERS
 
 __all__ = ["FAULTABLE_APIS", "RequestIdentity", "error_answer", "request_identity"]
@@ -23,7 +23,10 @@ FAULTABLE_APIS: frozenset[int] = frozenset(FAMILIES)
 
 
 def request_identity(api_key: int, body: Any) -> RequestIdentity:
-    """(group id, member id, group instance id, transactional id) as far as the request names them."""
+    """(group id, member id, group instance id, transactional id) as far as the request names them. ApiVersions has
+    no family route (it is answered before any loads) but close and delay rules still match it: it names nobody."""
+    if api_key not in FAMILIES:
+        return named_identity(body)
     return HANDLERS.route(api_key).identity(body)
 
 
