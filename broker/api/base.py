@@ -6,12 +6,12 @@ import datetime
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from protocol.codec import build, nested
+from protocol.codec import build, nested, response_schema
 
 if TYPE_CHECKING:  # annotations only: `serve` answers its first ApiVersions before the coordinator loads (issue 17)
     from broker.config.settings import Settings
@@ -37,6 +37,12 @@ ERROR_MESSAGES: dict[ErrorCode, str] = {
         "was sent to an incompatible broker. See the broker logs for more details."
     ),
 }
+
+
+def error_message(error: ErrorCode) -> str:
+    """The text Kafka sends with ``error`` where a response carries one (``ApiError.fromThrowable``: the message of
+    the error's own exception); our short list above, else the error's name."""
+    return ERROR_MESSAGES.get(error, error.name.upper())
 
 
 def millis(value: datetime.timedelta) -> int:
@@ -107,6 +113,16 @@ class CloseConnection:
     reason: str
 
 
+class Refused(Exception):
+    """One resource of an admin request refused (a topic of CreateTopics or CreatePartitions, a config resource):
+    its error and message go into that resource's result while the others go on, as Kafka's ``ApiError`` does."""
+
+    def __init__(self, error: ErrorCode, message: str | None) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
 class InvalidRequest(Exception):
     """A request Kafka's handler refuses with InvalidRequestException: ``KafkaApis.handleError`` logs it with the
     request's context (peer and client) and answers with the request's error response (``getErrorResponse``), here
@@ -120,3 +136,55 @@ class InvalidRequest(Exception):
 # A handler returns a kio response dataclass, a Deferred one for a parked answer, NO_RESPONSE or CloseConnection,
 # or raises InvalidRequest.
 Handler = Callable[[ApiContext, Call, Any], Any]
+
+
+class RequestIdentity(NamedTuple):
+    """Who a request says it comes from, as far as it names them (the client id is the header's, which the
+    connection adds): what a fault rule matches."""
+
+    group_id: str | None
+    member_id: str | None
+    group_instance_id: str | None
+    transactional_id: str | None
+
+
+def named_identity(body: Any) -> RequestIdentity:
+    """The identity of a request whose fields have the usual names (GroupId, MemberId, GroupInstanceId,
+    TransactionalId); an API that names them otherwise declares its own beside its handler."""
+    return RequestIdentity(
+        getattr(body, "group_id", None),
+        getattr(body, "member_id", None),
+        getattr(body, "group_instance_id", None),
+        getattr(body, "transactional_id", None),
+    )
+
+
+# (version, request body, error) -> the answer that is nothing but ``error``: a kio response, or CloseConnection.
+ErrorAnswer = Callable[[int, Any, ErrorCode], Any]
+
+
+@dataclass(slots=True, frozen=True)
+class Route:
+    """One API as its family module serves it: the handler, the error answer (Kafka's
+    ``AbstractRequest.getErrorResponse``, which ``KafkaApis`` sends when handling fails: a fault rule's ``error``
+    answer here) and who the request names. Each family module declares ``ROUTES: dict[int, Route]``."""
+
+    handler: Handler
+    error_answer: ErrorAnswer
+    identity: Callable[[Any], RequestIdentity] = named_identity
+
+
+def top_level_error(api_key: int, **fields: Any) -> ErrorAnswer:
+    """The error answer of an API whose response has a top-level error (and, in the versions that have one, its
+    ErrorMessage), ``fields`` for the rest of the response: Heartbeat, EndTxn, ListGroups, DescribeCluster, ..."""
+
+    def answer(version: int, body: Any, error: ErrorCode) -> Any:
+        return build(
+            response_schema(api_key, version),
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            error_message=error_message(error),
+            **fields,
+        )
+
+    return answer

@@ -19,7 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i64
 
-from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call
+from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, Route, error_message
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -53,18 +53,7 @@ def describe_cluster(ctx: ApiContext, call: Call, body: Any) -> Any:
         )
     if refusal is not None:
         error, message = refusal
-        # Kafka answers the code and the message alone: every other field keeps its schema default.
-        return build(
-            cls,
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.invalid_request if version == 0 else error,
-            error_message=message,
-            endpoint_type=i8(_BROKER_ENDPOINT),
-            cluster_id="",
-            controller_id=i32(-1),
-            brokers=(),
-            cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
-        )
+        return _describe_cluster_error(version, body, ErrorCode.invalid_request if version == 0 else error, message)
     identity = ctx.identity
     node = i32(identity.node_id)
     broker = build(
@@ -129,30 +118,90 @@ def _delete_partition(ctx: ApiContext, name: str, index: int, offset: int) -> tu
     return ErrorCode.none, i64(log.delete_records_before(target))
 
 
-def describe_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
-    cls = response_schema(ApiKey.DESCRIBE_ACLS, call.api_version)
+def _describe_cluster_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
+    """DescribeClusterRequest.getErrorResponse: the code and the message alone, every other field at its schema
+    default."""
     return build(
-        cls,
+        response_schema(ApiKey.DESCRIBE_CLUSTER, version),
         throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.security_disabled,
-        error_message=DESCRIBE_ACLS_DISABLED,
+        error_code=error,
+        error_message=error_message(error) if message is None else message,
+        endpoint_type=i8(_BROKER_ENDPOINT),
+        cluster_id="",
+        controller_id=i32(-1),
+        brokers=(),
+        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+def _delete_records_error(version: int, body: Any, error: ErrorCode) -> Any:
+    # DeleteRecordsRequest.getErrorResponse: every requested partition, with no low watermark.
+    cls = response_schema(ApiKey.DELETE_RECORDS, version)
+    topic_cls = nested(cls, "DeleteRecordsTopicResult")
+    partition_cls = nested(cls, "DeleteRecordsPartitionResult")
+    topics = tuple(
+        build(
+            topic_cls,
+            name=t.name,
+            partitions=tuple(
+                build(
+                    partition_cls,
+                    partition_index=p.partition_index,
+                    low_watermark=_INVALID_LOW_WATERMARK,
+                    error_code=error,
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in body.topics
+    )
+    return build(cls, throttle_time=NO_THROTTLE, topics=topics)
+
+
+# Without an authorizer Kafka fails every ACL request as its getErrorResponse shapes it, with SECURITY_DISABLED.
+def describe_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
+    return _describe_acls_error(call.api_version, body, ErrorCode.security_disabled, DESCRIBE_ACLS_DISABLED)
+
+
+def create_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
+    return _create_acls_error(call.api_version, body, ErrorCode.security_disabled, ALTER_ACLS_DISABLED)
+
+
+def delete_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
+    return _delete_acls_error(call.api_version, body, ErrorCode.security_disabled, ALTER_ACLS_DISABLED)
+
+
+def _describe_acls_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
+    """DescribeAclsRequest.getErrorResponse: the top-level error and message, no resources."""
+    return build(
+        response_schema(ApiKey.DESCRIBE_ACLS, version),
+        throttle_time=NO_THROTTLE,
+        error_code=error,
+        error_message=error_message(error) if message is None else message,
         resources=(),
     )
 
 
-def create_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
+def _create_acls_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
     """CreateAclsRequest.getErrorResponse: one result per creation, each the error."""
-    cls = response_schema(ApiKey.CREATE_ACLS, call.api_version)
-    result_cls = nested(cls, "AclCreationResult")
-    result = build(result_cls, error_code=ErrorCode.security_disabled, error_message=ALTER_ACLS_DISABLED)
+    cls = response_schema(ApiKey.CREATE_ACLS, version)
+    text = error_message(error) if message is None else message
+    result = build(nested(cls, "AclCreationResult"), error_code=error, error_message=text)
     return build(cls, throttle_time=NO_THROTTLE, results=tuple(result for _ in body.creations))
 
 
-def delete_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
+def _delete_acls_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
     """DeleteAclsRequest.getErrorResponse: one result per filter, each the error with no matching ACL."""
-    cls = response_schema(ApiKey.DELETE_ACLS, call.api_version)
-    result_cls = nested(cls, "DeleteAclsFilterResult")
-    result = build(
-        result_cls, error_code=ErrorCode.security_disabled, error_message=ALTER_ACLS_DISABLED, matching_acls=()
-    )
+    cls = response_schema(ApiKey.DELETE_ACLS, version)
+    text = error_message(error) if message is None else message
+    result = build(nested(cls, "DeleteAclsFilterResult"), error_code=error, error_message=text, matching_acls=())
     return build(cls, throttle_time=NO_THROTTLE, filter_results=tuple(result for _ in body.filters))
+
+
+ROUTES = {
+    ApiKey.DESCRIBE_CLUSTER: Route(describe_cluster, _describe_cluster_error),
+    ApiKey.DELETE_RECORDS: Route(delete_records, _delete_records_error),
+    ApiKey.DESCRIBE_ACLS: Route(describe_acls, _describe_acls_error),
+    ApiKey.CREATE_ACLS: Route(create_acls, _create_acls_error),
+    ApiKey.DELETE_ACLS: Route(delete_acls, _delete_acls_error),
+}

@@ -33,7 +33,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call
+from broker.api.base import NO_THROTTLE, ApiContext, Call, ErrorAnswer, Refused, Route, error_message
 from broker.config.settings import OPTIONS, Endpoint, Settings
 from broker.storage.topics import KNOWN_TOPIC_CONFIGS, InvalidConfig, check_configs, shown, topic_name_problem
 from protocol.apis import ApiKey
@@ -122,13 +122,6 @@ _LONG_BROKER_CONFIGS = frozenset(
 )
 
 
-class _Refused(Exception):
-    def __init__(self, error: ErrorCode, message: str | None) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
 def _type_name(resource_type: int) -> str:
     return _TYPE_NAMES.get(resource_type, "UNKNOWN")
 
@@ -138,9 +131,9 @@ def _check_broker_name(ctx: ApiContext, name: str) -> None:
     try:
         broker_id = int(name)
     except ValueError:
-        raise _Refused(ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {shown(name)}") from None
+        raise Refused(ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {shown(name)}") from None
     if broker_id != ctx.identity.node_id:
-        raise _Refused(
+        raise Refused(
             ErrorCode.invalid_request,
             f"Unexpected broker id, expected {ctx.identity.node_id} or empty string, but received {shown(name)}",
         )
@@ -162,7 +155,7 @@ def describe_configs(ctx: ApiContext, call: Call, body: Any) -> Any:
         try:
             entries = _describe(ctx, resource.resource_type, resource.resource_name)
             error, message = ErrorCode.none, None
-        except _Refused as refusal:
+        except Refused as refusal:
             entries, error, message = [], refusal.error, refusal.message
         keys = resource.configuration_keys
         if keys:  # null or empty: every config (ConfigHelper.createResponseConfig)
@@ -204,10 +197,10 @@ def _describe(ctx: ApiContext, resource_type: int, name: str) -> list[_Entry]:
     if resource_type == TOPIC:
         problem = topic_name_problem(name)
         if problem is not None:
-            raise _Refused(ErrorCode.invalid_topic_exception, problem)
+            raise Refused(ErrorCode.invalid_topic_exception, problem)
         topic = ctx.topics.get(name)
         if topic is None:
-            raise _Refused(ErrorCode.unknown_topic_or_partition, None)  # ConfigHelper sets no message here
+            raise Refused(ErrorCode.unknown_topic_or_partition, None)  # ConfigHelper sets no message here
         return _topic_entries(ctx, topic.configs)
     if resource_type == BROKER:
         if not name:
@@ -216,7 +209,7 @@ def _describe(ctx: ApiContext, resource_type: int, name: str) -> list[_Entry]:
         return _broker_entries(ctx)
     if resource_type == BROKER_LOGGER and name:
         _check_broker_name(ctx, name)
-    raise _Refused(ErrorCode.invalid_request, f"Unsupported resource type: {_type_name(resource_type)}")
+    raise Refused(ErrorCode.invalid_request, f"Unsupported resource type: {_type_name(resource_type)}")
 
 
 def _broker_values(ctx: ApiContext) -> dict[str, str]:
@@ -308,7 +301,7 @@ def alter_configs(ctx: ApiContext, call: Call, body: Any) -> Any:
     def replace(ctx: ApiContext, current: Mapping[str, str], resource: Any) -> dict[str, str]:
         nulls = [c.name for c in resource.configs if c.value is None]
         if nulls:
-            raise _Refused(ErrorCode.invalid_request, f"Null value not supported for : {shown(','.join(nulls))}")
+            raise Refused(ErrorCode.invalid_request, f"Null value not supported for : {shown(','.join(nulls))}")
         return {c.name: c.value for c in resource.configs}
 
     return _alter(ctx, call, body, ApiKey.ALTER_CONFIGS, replace)
@@ -323,22 +316,22 @@ def _apply_operations(ctx: ApiContext, current: Mapping[str, str], resource: Any
     names = Counter(c.name for c in resource.configs)
     duplicated = sorted(name for name, count in names.items() if count > 1)
     if duplicated:
-        raise _Refused(ErrorCode.invalid_request, f"Error due to duplicate config keys : {shown(','.join(duplicated))}")
+        raise Refused(ErrorCode.invalid_request, f"Error due to duplicate config keys : {shown(','.join(duplicated))}")
     for config in resource.configs:
         if config.config_operation not in _OP_NAMES:
-            raise _Refused(ErrorCode.invalid_request, f"Unknown alter config operation type {config.config_operation}")
+            raise Refused(ErrorCode.invalid_request, f"Unknown alter config operation type {config.config_operation}")
     nulls = [
         f"{_OP_NAMES[c.config_operation]}:{c.name}"
         for c in resource.configs
         if c.value is None and c.config_operation != DELETE
     ]
     if nulls:
-        raise _Refused(ErrorCode.invalid_request, f"Null value not supported for : {shown(','.join(nulls))}")
+        raise Refused(ErrorCode.invalid_request, f"Null value not supported for : {shown(','.join(nulls))}")
     result = dict(current)
     for config in resource.configs:
         name, op = config.name, config.config_operation
         if name not in KNOWN_TOPIC_CONFIGS:
-            raise _Refused(ErrorCode.invalid_config, f"Unknown topic config name: {shown(name)}")
+            raise Refused(ErrorCode.invalid_config, f"Unknown topic config name: {shown(name)}")
         if op == SET:
             result[name] = config.value
         elif op == DELETE:
@@ -346,7 +339,7 @@ def _apply_operations(ctx: ApiContext, current: Mapping[str, str], resource: Any
         else:
             default, config_type, _ = _TOPIC_CONFIGS[name]
             if config_type != _LIST:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_config,
                     f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.",
                 )
@@ -372,9 +365,9 @@ def _alter(ctx: ApiContext, call: Call, body: Any, api: ApiKey, change: _Change)
         try:
             if counts[(resource.resource_type, resource.resource_name)] > 1:
                 # ConfigAdminManager.preprocess: a resource named twice is refused, every time it is named.
-                raise _Refused(ErrorCode.invalid_request, "Duplicate resource.")
+                raise Refused(ErrorCode.invalid_request, "Duplicate resource.")
             planned.append((resource, ErrorCode.none, None, _plan(ctx, resource, change)))
-        except _Refused as refusal:
+        except Refused as refusal:
             planned.append((resource, refusal.error, refusal.message, None))
     responses = []
     for resource, error, message, configs in planned:
@@ -400,12 +393,12 @@ def _plan(ctx: ApiContext, resource: Any, change: _Change) -> dict[str, str] | N
     if kind == TOPIC:
         topic = ctx.topics.get(name)
         if topic is None:
-            raise _Refused(ErrorCode.unknown_topic_or_partition, f"The topic '{shown(name)}' does not exist.")
+            raise Refused(ErrorCode.unknown_topic_or_partition, f"The topic '{shown(name)}' does not exist.")
         configs = change(ctx, topic.configs, resource)
         try:
             check_configs(configs)
         except InvalidConfig as bad:
-            raise _Refused(ErrorCode.invalid_config, str(bad)) from None
+            raise Refused(ErrorCode.invalid_config, str(bad)) from None
         return configs
     if kind == BROKER:
         if name:
@@ -414,42 +407,57 @@ def _plan(ctx: ApiContext, resource: Any, change: _Change) -> dict[str, str] | N
         if names:
             # DynamicBrokerConfig.validate's ConfigException, made INVALID_REQUEST by ConfigAdminManager
             # (KAFKA-13609): here no broker config can change while the broker runs.
-            raise _Refused(
+            raise Refused(
                 ErrorCode.invalid_request, f"Cannot update these configs dynamically: Set({shown(', '.join(names))})"
             )
         return None
-    raise _Refused(
+    raise Refused(
         ErrorCode.invalid_request,
         f"AlterConfigs is only supported for topics and brokers, but resource type is {_type_name(kind)}",
     )
 
 
-def error_answer(api_key: int, version: int, body: Any, error: ErrorCode) -> Any:
-    """One error for every resource of the request (a fault rule's answer, as getErrorResponse shapes it)."""
-    cls = response_schema(api_key, version)
-    if api_key == ApiKey.DESCRIBE_CONFIGS:
-        result_cls = nested(cls, "DescribeConfigsResult")
-        results = tuple(
-            build(
-                result_cls,
-                error_code=error,
-                error_message=None,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-                configs=(),
-            )
-            for r in body.resources
-        )
-        return build(cls, throttle_time=NO_THROTTLE, results=results)
-    response_cls = nested(cls, "AlterConfigsResourceResponse")
-    responses = tuple(
+def _describe_configs_error(version: int, body: Any, error: ErrorCode) -> Any:
+    # DescribeConfigsRequest.getErrorResponse: the error and its message for every resource, no configs.
+    cls = response_schema(ApiKey.DESCRIBE_CONFIGS, version)
+    result_cls = nested(cls, "DescribeConfigsResult")
+    results = tuple(
         build(
-            response_cls,
+            result_cls,
             error_code=error,
-            error_message=None,
+            error_message=error_message(error),
             resource_type=r.resource_type,
             resource_name=r.resource_name,
+            configs=(),
         )
         for r in body.resources
     )
-    return build(cls, throttle_time=NO_THROTTLE, responses=responses)
+    return build(cls, throttle_time=NO_THROTTLE, results=results)
+
+
+def _alter_error(api_key: int) -> ErrorAnswer:
+    """(Incremental)AlterConfigsRequest.getErrorResponse: the error and its message for every resource."""
+
+    def answer(version: int, body: Any, error: ErrorCode) -> Any:
+        cls = response_schema(api_key, version)
+        response_cls = nested(cls, "AlterConfigsResourceResponse")
+        responses = tuple(
+            build(
+                response_cls,
+                error_code=error,
+                error_message=error_message(error),
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in body.resources
+        )
+        return build(cls, throttle_time=NO_THROTTLE, responses=responses)
+
+    return answer
+
+
+ROUTES = {
+    ApiKey.DESCRIBE_CONFIGS: Route(describe_configs, _describe_configs_error),
+    ApiKey.ALTER_CONFIGS: Route(alter_configs, _alter_error(ApiKey.ALTER_CONFIGS)),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Route(incremental_alter_configs, _alter_error(ApiKey.INCREMENTAL_ALTER_CONFIGS)),
+}

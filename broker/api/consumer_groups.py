@@ -23,7 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
-from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, millis
+from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, RequestIdentity, Route, millis
 from broker.api.groups import ALL_GROUP_OPERATIONS
 from broker.coordinator.messages import (
     ConsumerGroupDescription,
@@ -161,3 +161,29 @@ def _assignment(cls: type, topics: tuple[DescribedTopicPartitions, ...]) -> Any:
             for t in topics
         ),
     )
+
+
+def _heartbeat_identity(body: Any) -> RequestIdentity:
+    # Its field is InstanceId, and null there means "unchanged" (section 2.1): a rule on an instance id matches the
+    # heartbeats that carry it (the joining ones), not the ones that leave it out.
+    return RequestIdentity(body.group_id, body.member_id, body.instance_id, None)
+
+
+def _describe_identity(body: Any) -> RequestIdentity:
+    """A rule on a group matches a describe whose first requested group it is."""
+    return RequestIdentity(body.group_ids[0] if body.group_ids else None, None, None, None)
+
+
+ROUTES = {
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: Route(
+        consumer_group_heartbeat,
+        # ErrorMessage and MemberId null, epoch and interval 0, Assignment null (section 4.1).
+        lambda version, body, error: heartbeat_response(version, ConsumerHeartbeatResult(error)),
+        _heartbeat_identity,
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: Route(
+        consumer_group_describe,
+        lambda version, body, error: describe_error_response(version, body.group_ids, error),
+        _describe_identity,
+    ),
+}

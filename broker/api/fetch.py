@@ -14,7 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
+from broker.api.base import NO_THROTTLE, ApiContext, Call, Route, millis
 from broker.storage.delayed_fetch import FetchPosition, available_bytes
 from broker.storage.partition_log import LEADER_EPOCH, PartitionLog
 from broker.storage.topics import Topic, TopicRegistry
@@ -181,7 +181,7 @@ def _partition(
     last_stable_offset: int,
     log_start_offset: int,
     aborted: tuple[Any, ...] | None,
-    records: bytes,
+    records: bytes | None,
 ) -> Any:
     return build(
         cls,
@@ -253,3 +253,49 @@ def _offset_for(log: PartitionLog, timestamp: int, committed: bool) -> tuple[int
     if found is not None and found[0] >= log.last_fetchable_offset(read_committed=committed):
         return None
     return found
+
+
+def _fetch_error(version: int, body: Any, error: ErrorCode) -> Any:
+    """FetchRequest.getErrorResponse: the top-level error (v7+) and the request's session id; before v13 the error
+    on every requested partition too (FetchResponse.partitionResponse: no offsets, no records), for the versions
+    without a top-level error."""
+    cls = response_schema(ApiKey.FETCH, version)
+    topics: tuple[Any, ...] = ()
+    if version < 13:
+        topic_cls = nested(cls, "FetchableTopicResponse")
+        partition_cls = nested(cls, "PartitionData")
+        topics = tuple(
+            build(
+                topic_cls,
+                topic=t.topic,
+                partitions=tuple(
+                    _partition(partition_cls, p.partition, error, -1, -1, -1, None, None) for p in t.partitions
+                ),
+            )
+            for t in body.topics
+        )
+    session_id = i32(getattr(body, "session_id", 0))
+    return build(cls, throttle_time=NO_THROTTLE, error_code=error, session_id=session_id, responses=topics)
+
+
+def _list_offsets_error(version: int, body: Any, error: ErrorCode) -> Any:
+    # ListOffsetsRequest.getErrorResponse: every requested partition, offset and timestamp unknown (-1).
+    cls = response_schema(ApiKey.LIST_OFFSETS, version)
+    topic_cls = nested(cls, "ListOffsetsTopicResponse")
+    partition_cls = nested(cls, "ListOffsetsPartitionResponse")
+    unknown = {"error_code": error, "timestamp": i64(-1), "offset": i64(-1), "leader_epoch": i32(-1)}
+    topics = tuple(
+        build(
+            topic_cls,
+            name=t.name,
+            partitions=tuple(build(partition_cls, partition_index=p.partition_index, **unknown) for p in t.partitions),
+        )
+        for t in body.topics
+    )
+    return build(cls, throttle_time=NO_THROTTLE, topics=topics)
+
+
+ROUTES = {
+    ApiKey.FETCH: Route(fetch, _fetch_error),
+    ApiKey.LIST_OFFSETS: Route(list_offsets, _list_offsets_error),
+}

@@ -13,7 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.api.base import ERROR_MESSAGES, NO_THROTTLE, ApiContext, Call
+from broker.api.base import ERROR_MESSAGES, NO_THROTTLE, ApiContext, Call, RequestIdentity, Route, error_message
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -51,3 +51,27 @@ def find_coordinator(ctx: ApiContext, call: Call, body: Any) -> Any:
         else:
             entries.append(build(coordinator_cls, key=key, error_message=None, **locate(key_error)))
     return build(cls, throttle_time=NO_THROTTLE, coordinators=tuple(entries))
+
+
+def _find_coordinator_error(version: int, body: Any, error: ErrorCode) -> Any:
+    """FindCoordinatorRequest.getErrorResponse: v0-3 the one answer, v4+ every requested key, on no node."""
+    cls = response_schema(ApiKey.FIND_COORDINATOR, version)
+    nowhere = {"error_code": error, "node_id": i32(-1), "host": "", "port": i32(-1)}
+    message = error_message(error)
+    if version < 4:
+        return build(cls, throttle_time=NO_THROTTLE, error_message=message, **nowhere)
+    coordinator_cls = nested(cls, "Coordinator")
+    entries = tuple(build(coordinator_cls, key=key, error_message=message, **nowhere) for key in body.coordinator_keys)
+    return build(cls, throttle_time=NO_THROTTLE, coordinators=entries)
+
+
+def _find_coordinator_identity(body: Any) -> RequestIdentity:
+    """The first key the request asks about (v4+ batch them, v0-3 send one), as a group id or a transactional id
+    by its KeyType."""
+    keys = getattr(body, "coordinator_keys", None)
+    key = keys[0] if keys else getattr(body, "key", None)
+    key_type = getattr(body, "key_type", GROUP)
+    return RequestIdentity(key if key_type == GROUP else None, None, None, key if key_type == TRANSACTION else None)
+
+
+ROUTES = {ApiKey.FIND_COORDINATOR: Route(find_coordinator, _find_coordinator_error, _find_coordinator_identity)}

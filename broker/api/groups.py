@@ -13,7 +13,15 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call
+from broker.api.base import (
+    NO_AUTHORIZED_OPERATIONS,
+    NO_THROTTLE,
+    ApiContext,
+    Call,
+    RequestIdentity,
+    Route,
+    top_level_error,
+)
 from broker.coordinator.group_type import GroupType
 from broker.coordinator.messages import GroupDescription
 from protocol.apis import ApiKey
@@ -76,9 +84,7 @@ def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
 def list_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
     cls = response_schema(ApiKey.LIST_GROUPS, call.api_version)
     group_cls = nested(cls, "ListedGroup")
-    error, groups = ctx.coordinator.list_groups(
-        getattr(body, "states_filter", ()), getattr(body, "types_filter", ())
-    )
+    error, groups = ctx.coordinator.list_groups(getattr(body, "states_filter", ()), getattr(body, "types_filter", ()))
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -105,3 +111,49 @@ def delete_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
         throttle_time=NO_THROTTLE,
         results=tuple(build(result_cls, group_id=g, error_code=e) for g, e in results),
     )
+
+
+def _describe_groups_error(version: int, body: Any, error: ErrorCode) -> Any:
+    """DescribeGroupsRequest.getErrorResponse: every requested group as DescribeGroupsResponse.groupError builds it
+    (unknown state, protocol type and protocol all "", no members, authorized operations omitted)."""
+    cls = response_schema(ApiKey.DESCRIBE_GROUPS, version)
+    group_cls = nested(cls, "DescribedGroup")
+    groups = tuple(
+        build(
+            group_cls,
+            error_code=error,
+            error_message=None,
+            group_id=group_id,
+            group_state="",
+            protocol_type="",
+            protocol_data="",
+            members=(),
+            authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        )
+        for group_id in body.groups
+    )
+    return build(cls, throttle_time=NO_THROTTLE, groups=groups)
+
+
+def _delete_groups_error(version: int, body: Any, error: ErrorCode) -> Any:
+    # DeleteGroupsRequest.getErrorResponse: every requested group gets the error.
+    cls = response_schema(ApiKey.DELETE_GROUPS, version)
+    result_cls = nested(cls, "DeletableGroupResult")
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        results=tuple(build(result_cls, group_id=g, error_code=error) for g in body.groups_names),
+    )
+
+
+def _first_group(names: Any) -> RequestIdentity:
+    """A rule on a group matches a request whose first named group it is."""
+    return RequestIdentity(names[0] if names else None, None, None, None)
+
+
+ROUTES = {
+    ApiKey.DESCRIBE_GROUPS: Route(describe_groups, _describe_groups_error, lambda body: _first_group(body.groups)),
+    # ListGroupsRequest.getErrorResponse: the top-level error and no groups.
+    ApiKey.LIST_GROUPS: Route(list_groups, top_level_error(ApiKey.LIST_GROUPS, groups=())),
+    ApiKey.DELETE_GROUPS: Route(delete_groups, _delete_groups_error, lambda body: _first_group(body.groups_names)),
+}

@@ -13,7 +13,16 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call, millis
+from broker.api.base import (
+    NO_THROTTLE,
+    ApiContext,
+    Call,
+    RequestIdentity,
+    Route,
+    millis,
+    named_identity,
+    top_level_error,
+)
 from broker.coordinator.messages import JoinRequest, JoinResult, LeavingMember, SyncRequest, SyncResult
 from broker.timing.deferred import Deferred
 from protocol.apis import ApiKey
@@ -138,9 +147,7 @@ def leave_group(ctx: ApiContext, call: Call, body: Any) -> Any:
     if version < 3:
         identities = [LeavingMember(body.member_id)]
     else:
-        identities = [
-            LeavingMember(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in body.members
-        ]
+        identities = [LeavingMember(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in body.members]
     result = ctx.coordinator.leave(body.group_id, identities)
     cls = response_schema(ApiKey.LEAVE_GROUP, version)
     if version < 3:
@@ -159,3 +166,22 @@ def leave_group(ctx: ApiContext, call: Call, body: Any) -> Any:
             for m in result.members
         ),
     )
+
+
+def _leave_identity(body: Any) -> RequestIdentity:
+    """LeaveGroup v3+ names its members in Members: a rule matches the first one's member and instance id."""
+    if not getattr(body, "members", None):
+        return named_identity(body)
+    first = body.members[0]
+    return RequestIdentity(body.group_id, first.member_id or None, first.group_instance_id, None)
+
+
+ROUTES = {
+    ApiKey.JOIN_GROUP: Route(
+        join_group,
+        lambda version, body, error: join_response(version, JoinResult(error=error, member_id=body.member_id)),
+    ),
+    ApiKey.SYNC_GROUP: Route(sync_group, lambda version, body, error: sync_response(version, SyncResult(error))),
+    ApiKey.HEARTBEAT: Route(heartbeat, top_level_error(ApiKey.HEARTBEAT)),
+    ApiKey.LEAVE_GROUP: Route(leave_group, top_level_error(ApiKey.LEAVE_GROUP, members=()), _leave_identity),
+}

@@ -8,7 +8,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, InvalidRequest
+from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, InvalidRequest, Route
 from broker.storage.topics import Topic, is_valid_topic_name
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -131,3 +131,35 @@ def _refuse_topic_ids(cls: type, version: int, requested: Any) -> None:
         cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
     )
     raise InvalidRequest(reason, answer)
+
+
+def _metadata_error(version: int, body: Any, error: ErrorCode) -> Any:
+    """MetadataRequest.getErrorResponse: the error on every requested topic (a null name as ""), no brokers, no
+    partitions, the top-level ErrorCode (v13) left NONE; a request for every topic gets no topic at all."""
+    cls = response_schema(ApiKey.METADATA, version)
+    topic_cls = nested(cls, "MetadataResponseTopic")
+    topics = tuple(
+        build(
+            topic_cls,
+            error_code=error,
+            name=t.name or "",
+            topic_id=getattr(t, "topic_id", None) or _ZERO_UUID,
+            is_internal=False,
+            partitions=(),
+            topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        )
+        for t in body.topics or ()
+    )
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        brokers=(),
+        cluster_id=None,
+        controller_id=i32(-1),
+        topics=topics,
+        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        error_code=ErrorCode.none,
+    )
+
+
+ROUTES = {ApiKey.METADATA: Route(metadata, _metadata_error)}

@@ -7,8 +7,25 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call, millis, partition_errors
-from broker.coordinator.messages import CommitRequest, FetchedOffset, GroupOffsets, PartitionCommit, PartitionErrors
+from broker.api.base import (
+    NO_THROTTLE,
+    ApiContext,
+    Call,
+    RequestIdentity,
+    Route,
+    millis,
+    named_identity,
+    partition_errors,
+    top_level_error,
+)
+from broker.coordinator.messages import (
+    CommitRequest,
+    FetchedOffset,
+    GroupOffsets,
+    PartitionCommit,
+    PartitionErrors,
+    every_partition,
+)
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -162,3 +179,45 @@ def offset_delete(ctx: ApiContext, call: Call, body: Any) -> Any:
         throttle_time=NO_THROTTLE,
         topics=partition_errors(cls, "OffsetDeleteResponse", topics),
     )
+
+
+def _offset_commit_error(version: int, body: Any, error: ErrorCode) -> Any:
+    # OffsetCommitRequest.getErrorResponse: no top-level error, so it goes on every requested partition.
+    cls = response_schema(ApiKey.OFFSET_COMMIT, version)
+    refused = every_partition(((t.name, (p.partition_index for p in t.partitions)) for t in body.topics), error)
+    return build(cls, throttle_time=NO_THROTTLE, topics=partition_errors(cls, "OffsetCommitResponse", refused))
+
+
+def _offset_fetch_error(version: int, body: Any, error: ErrorCode) -> Any:
+    """OffsetFetchRequest.getErrorResponse: v8+ on every requested group, v2-7 top level, v1 (no group-level
+    error) on every requested partition, with no offset and no metadata."""
+    cls = response_schema(ApiKey.OFFSET_FETCH, version)
+    if version >= 8:
+        group_cls = nested(cls, "OffsetFetchResponseGroup")
+        groups = tuple(build(group_cls, group_id=g.group_id, topics=(), error_code=error) for g in body.groups)
+        return build(cls, throttle_time=NO_THROTTLE, groups=groups)
+    if version >= 2:
+        return build(cls, throttle_time=NO_THROTTLE, topics=(), error_code=error)
+    offsets = GroupOffsets(
+        body.group_id,
+        error,
+        tuple((t.name, tuple(FetchedOffset(p, error=error) for p in t.partition_indexes)) for t in body.topics or ()),
+    )
+    topics = _topics(nested(cls, "OffsetFetchResponseTopic"), nested(cls, "OffsetFetchResponsePartition"), offsets)
+    return build(cls, throttle_time=NO_THROTTLE, topics=topics)
+
+
+def _offset_fetch_identity(body: Any) -> RequestIdentity:
+    """OffsetFetch v8+ names its groups in Groups: a rule matches the first one's group and member (v9)."""
+    if not getattr(body, "groups", None):
+        return named_identity(body)
+    first = body.groups[0]
+    return RequestIdentity(first.group_id, getattr(first, "member_id", None), None, None)
+
+
+ROUTES = {
+    ApiKey.OFFSET_COMMIT: Route(offset_commit, _offset_commit_error),
+    ApiKey.OFFSET_FETCH: Route(offset_fetch, _offset_fetch_error, _offset_fetch_identity),
+    # OffsetDeleteRequest.getErrorResponse: the top-level error, no topics.
+    ApiKey.OFFSET_DELETE: Route(offset_delete, top_level_error(ApiKey.OFFSET_DELETE, topics=())),
+}

@@ -15,7 +15,17 @@ import structlog
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64
 
-from broker.api.base import NO_RESPONSE, NO_THROTTLE, ApiContext, Call, CloseConnection, millis
+from broker.api.base import (
+    NO_RESPONSE,
+    NO_THROTTLE,
+    ApiContext,
+    Call,
+    CloseConnection,
+    Route,
+    error_message,
+    millis,
+    top_level_error,
+)
 from broker.storage.codecs import ZSTD
 from broker.storage.partition_log import PartitionLog, StorageFull
 from broker.storage.records import (
@@ -288,3 +298,22 @@ def init_producer_id(ctx: ApiContext, call: Call, body: Any) -> Any:
     return build(
         cls, throttle_time=NO_THROTTLE, error_code=error, producer_id=i64(producer_id), producer_epoch=i16(epoch)
     )
+
+
+def _produce_error(version: int, body: Any, error: ErrorCode) -> Any:
+    """ProduceRequest.getErrorResponse: every partition gets the error, no offsets. With acks=0 it returns null,
+    and RequestHandlerHelper.sendErrorOrCloseConnection then closes the connection: the producer hears of the
+    failure by reconnecting, as with a failed acks=0 append above."""
+    if body.acks == 0:
+        return CloseConnection(f"acks=0 produce failed with {error.name}")
+    refused = _Outcome(error, message=error_message(error))
+    return _response(version, [(t.name, [(p.index, refused) for p in t.partition_data]) for t in body.topic_data])
+
+
+ROUTES = {
+    ApiKey.PRODUCE: Route(produce, _produce_error),
+    # InitProducerIdResponse on error: no producer id, no epoch (RecordBatch.NO_PRODUCER_ID / NO_PRODUCER_EPOCH).
+    ApiKey.INIT_PRODUCER_ID: Route(
+        init_producer_id, top_level_error(ApiKey.INIT_PRODUCER_ID, producer_id=i64(-1), producer_epoch=i16(-1))
+    ),
+}

@@ -1,56 +1,36 @@
-"""Stand-in for the route table (issue 25 item 4): who sent a request, its error answer, the fault-able APIs.
+"""What the server needs of a request before its handler sees it: who it names, and its error answer.
 
-The connection's gates (broker/server/gates.py) code against these three names only; the route table that
-declares them beside each handler replaces this module, which delegates to broker/api/fault_answers.py meanwhile.
+Each API declares both beside its handler (``ROUTES`` of its family module, ``broker.api.base.Route``), as every
+Kafka request class carries its ``getErrorResponse``; this module looks them up through ``api/dispatch.py``, which
+imports a family on its first use. Fault rules (``server/faults.py``) are their first user; the gates that come
+with authentication and ACLs (an authorization error in each API's own shape) are the next.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.api import fault_answers
-from protocol.apis import ApiKey
+from broker.api.base import RequestIdentity, named_identity
+from broker.api.dispatch import FAMILIES, HANDLERS
 
+__all__ = ["FAULTABLE_APIS", "RequestIdentity", "error_answer", "request_identity"]
 
-class RequestIdentity(NamedTuple):
-    """Who a request names, as far as it names them; the client id is the connection's (the request header's)."""
-
-    group_id: str | None
-    member_id: str | None
-    group_instance_id: str | None
-    transactional_id: str | None
+# Every advertised API but ApiVersions, which is answered by hand before any family loads and which a client must
+# be able to send whatever else fails (it is how it learns what to send).
+FAULTABLE_APIS: frozenset[int] = frozenset(FAMILIES)
 
 
 def request_identity(api_key: int, body: Any) -> RequestIdentity:
-    group_id, member_id, instance_id = fault_answers.request_identity(api_key, body)
-    return RequestIdentity(group_id, member_id, instance_id, fault_answers.request_transactional_id(api_key, body))
+    """(group id, member id, group instance id, transactional id) as far as the request names them. ApiVersions has
+    no family route (it is answered before any loads) but close and delay rules still match it: it names nobody."""
+    if api_key not in FAMILIES:
+        return named_identity(body)
+    return HANDLERS.route(api_key).identity(body)
 
 
 def error_answer(api_key: int, version: int, body: Any, error: ErrorCode) -> Any:
-    """The answer that is nothing but ``error``, in the API's own shape (Kafka's ``getErrorResponse``)."""
-    return fault_answers.error_response(api_key, version, body, error)
-
-
-# The APIs an ``error`` fault rule can answer for: those a consumer group talks to its coordinator with (KIP-848's
-# two included) and a transactional producer's (docs/spec/transactions.md section 2: InitProducerId, the TV1
-# AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit; EndTxn answering CONCURRENT_TRANSACTIONS, say).
-FAULTABLE_APIS: frozenset[int] = frozenset(
-    {
-        ApiKey.FIND_COORDINATOR,
-        ApiKey.JOIN_GROUP,
-        ApiKey.SYNC_GROUP,
-        ApiKey.HEARTBEAT,
-        ApiKey.LEAVE_GROUP,
-        ApiKey.OFFSET_COMMIT,
-        ApiKey.OFFSET_FETCH,
-        ApiKey.CONSUMER_GROUP_HEARTBEAT,
-        ApiKey.CONSUMER_GROUP_DESCRIBE,
-        ApiKey.INIT_PRODUCER_ID,
-        ApiKey.ADD_PARTITIONS_TO_TXN,
-        ApiKey.ADD_OFFSETS_TO_TXN,
-        ApiKey.END_TXN,
-        ApiKey.TXN_OFFSET_COMMIT,
-    }
-)
+    """The answer that is nothing but ``error``, shaped as Kafka's ``getErrorResponse`` for that API and version:
+    a kio response, or ``CloseConnection`` for a Produce with acks=0 (which Kafka answers by closing)."""
+    return HANDLERS.route(api_key).error_answer(version, body, error)

@@ -23,7 +23,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call
+from broker.api.base import NO_THROTTLE, ApiContext, Call, Refused, Route, error_message
 from broker.storage.topics import InvalidConfig, Topic, check_configs, shown, topic_name_problem
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -38,12 +38,6 @@ _UNKNOWN_TOPIC = "This server does not host this topic-partition."
 _EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 
 log = structlog.get_logger("topic_admin")
-
-
-class _Refused(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
 
 
 def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
@@ -66,40 +60,40 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
             # ReplicationControlManager.createTopics' order: name, existence, configs, then the partitioning.
             problem = topic_name_problem(name)
             if problem is not None:
-                raise _Refused(ErrorCode.invalid_topic_exception, problem)
+                raise Refused(ErrorCode.invalid_topic_exception, problem)
             if ctx.topics.get(name) is not None:
-                raise _Refused(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+                raise Refused(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
             unified = name.replace(".", "_")
             clash = ctx.topics.colliding(name) or claimed.get(unified)
             if clash is not None:
                 # '.' and '_' both become '_' in metric names, so Kafka refuses names equal up to them.
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_topic_exception, f"Topic '{name}' collides with existing topic: {clash}"
                 )
             configs = {c.name: c.value for c in request.configs}
             nulls = [c.name for c in request.configs if c.value is None]
             if nulls:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_config,
                     f"Null value not supported for topic configs: {shown(','.join(nulls))}",
                 )
             try:
                 check_configs(configs)
             except InvalidConfig as bad:
-                raise _Refused(ErrorCode.invalid_config, str(bad)) from None
+                raise Refused(ErrorCode.invalid_config, str(bad)) from None
             partitions, replication = _partitioning(ctx, request)
             # A TopicRecord, a ConfigRecord per config, a PartitionRecord per partition.
             counted = records + 1 + len(configs) + partitions
             if counted > ctx.topics.max_partitions_per_request:
-                return _too_large(ctx, call, cls, result_cls, body.topics, counted)
+                return _too_large(ctx, call, body.topics, counted)
             # Ours, checked where Kafka consults its CreateTopicPolicy (whose refusals are POLICY_VIOLATION too),
             # after everything Kafka checks: with both limits at their default, Kafka's answer always comes first.
             _check_topic_size(ctx, name, partitions)
             records = counted
             claimed[unified] = name
             error, message = ErrorCode.none, ""
-        except _Refused as refusal:
-            error, message = refusal.error, str(refusal)
+        except Refused as refusal:
+            error, message = refusal.error, refusal.message or ""
             partitions, replication = -1, -1
         planned.append((request, error, message, partitions, replication))
     results = []
@@ -121,7 +115,7 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
     return build(cls, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-def _too_large(ctx: ApiContext, call: Call, cls: type, result_cls: type, topics: Any, records: int) -> Any:
+def _too_large(ctx: ApiContext, call: Call, topics: Any, records: int) -> Any:
     """The whole CreateTopics refused, as Kafka refuses an operation past MAX_RECORDS_PER_USER_OP.
 
     ReplicationControlManager adds its records to a BoundedList; the BoundedListTooLongException fails the whole
@@ -129,10 +123,15 @@ def _too_large(ctx: ApiContext, call: Call, cls: type, result_cls: type, topics:
     it with CreateTopicsRequest.getErrorResponse: that error for every topic of the request, duplicates included.
     """
     _log_refusal(call, "CreateTopics", ctx.topics.max_partitions_per_request, records)
+    return _create_topics_error(call.api_version, topics, ErrorCode.policy_violation, _EXCESSIVE_BATCH)
+
+
+def _create_topics_error(version: int, topics: Any, error: ErrorCode, message: str) -> Any:
+    """CreateTopicsRequest.getErrorResponse: ``error`` and ``message`` for every topic of the request."""
+    cls = response_schema(ApiKey.CREATE_TOPICS, version)
+    result_cls = nested(cls, "CreatableTopicResult")
     return build(
-        cls,
-        throttle_time=NO_THROTTLE,
-        topics=tuple(_create_result(result_cls, t.name, ErrorCode.policy_violation, _EXCESSIVE_BATCH) for t in topics),
+        cls, throttle_time=NO_THROTTLE, topics=tuple(_create_result(result_cls, t.name, error, message) for t in topics)
     )
 
 
@@ -173,40 +172,40 @@ def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int]:
     """Partition count and replication factor, checked as ReplicationControlManager.createTopic does."""
     if request.assignments:
         if request.replication_factor != -1:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.invalid_request,
                 "A manual partition assignment was specified, but replication factor was not set to -1.",
             )
         if request.num_partitions != -1:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.invalid_request,
                 "A manual partition assignment was specified, but numPartitions was not set to -1.",
             )
         seen: set[int] = set()
         for assignment in request.assignments:
             if assignment.partition_index in seen:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_replica_assignment,
                     f"Found multiple manual partition assignments for partition {assignment.partition_index}",
                 )
             seen.add(assignment.partition_index)
             _check_replicas(ctx, assignment.broker_ids)
         if seen != set(range(len(seen))):
-            raise _Refused(
+            raise Refused(
                 ErrorCode.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence"
             )
         return len(seen), len(request.assignments[0].broker_ids)
     if request.replication_factor < -1 or request.replication_factor == 0:
-        raise _Refused(
+        raise Refused(
             ErrorCode.invalid_replication_factor,
             "Replication factor must be larger than 0, or -1 to use the default value.",
         )
     if request.num_partitions < -1 or request.num_partitions == 0:
-        raise _Refused(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+        raise Refused(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
     partitions = request.num_partitions if request.num_partitions != -1 else ctx.topics.default_partitions
     replication = request.replication_factor if request.replication_factor != -1 else _DEFAULT_REPLICATION_FACTOR
     if replication > _BROKERS:
-        raise _Refused(
+        raise Refused(
             ErrorCode.invalid_replication_factor,
             f"Unable to replicate the partition {replication} time(s): The target replication factor of "
             f"{replication} cannot be reached because only {_BROKERS} broker(s) are registered.",
@@ -218,7 +217,7 @@ def _check_topic_size(ctx: ApiContext, name: str, partitions: int) -> None:
     """Ours (Kafka has no such limit): every partition of a test broker is kept in memory, and listed by Metadata."""
     limit = ctx.topics.max_partitions_per_topic
     if partitions > limit:
-        raise _Refused(
+        raise Refused(
             ErrorCode.policy_violation,
             f"Topic '{name}' would have {partitions} partitions, more than max.partitions.per.topic ({limit}).",
         )
@@ -227,18 +226,18 @@ def _check_topic_size(ctx: ApiContext, name: str, partitions: int) -> None:
 def _check_replicas(ctx: ApiContext, broker_ids: Any) -> None:
     """ReplicationControlManager.validateManualPartitionAssignment, with this node the only broker."""
     if not broker_ids:
-        raise _Refused(
+        raise Refused(
             ErrorCode.invalid_replica_assignment, "The manual partition assignment includes an empty replica list."
         )
     previous = None
     for broker_id in sorted(broker_ids):
         if broker_id != ctx.identity.node_id:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.invalid_replica_assignment,
                 f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
             )
         if broker_id == previous:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.invalid_replica_assignment,
                 f"The manual partition assignment includes the broker {broker_id} more than once.",
             )
@@ -336,14 +335,7 @@ def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
         # ReplicationControlManager's results list is a BoundedList too: the whole operation fails, and ControllerApis
         # answers every topic of the request (getErrorResponse) with the PolicyViolationException.
         _log_refusal(call, "CreatePartitions", limit, len(counts))
-        return build(
-            cls,
-            throttle_time=NO_THROTTLE,
-            results=tuple(
-                build(result_cls, name=t.name, error_code=ErrorCode.policy_violation, error_message=_EXCESSIVE_BATCH)
-                for t in body.topics
-            ),
-        )
+        return _create_partitions_error(call.api_version, body, ErrorCode.policy_violation, _EXCESSIVE_BATCH)
     # ControllerApis answers each duplicated name once, before the rest.
     results = [
         build(result_cls, name=name, error_code=ErrorCode.invalid_request, error_message=_DUPLICATE_NAME)
@@ -360,17 +352,17 @@ def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
             topic = ctx.topics.get(request.name)
             if topic is None:
                 # A bare UnknownTopicOrPartitionException: ApiError.fromThrowable sends no message.
-                raise _Refused(ErrorCode.unknown_topic_or_partition, "")
+                raise Refused(ErrorCode.unknown_topic_or_partition, "")
             if request.count < topic.partitions:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_partitions,
                     f"The topic {request.name} currently has {topic.partitions} partition(s); "
                     f"{request.count} would not be an increase.",
                 )
             if request.count == topic.partitions:
-                raise _Refused(ErrorCode.invalid_partitions, f"Topic already has {topic.partitions} partition(s).")
+                raise Refused(ErrorCode.invalid_partitions, f"Topic already has {topic.partitions} partition(s).")
             if request.assignments is not None and len(request.assignments) != request.count - topic.partitions:
-                raise _Refused(
+                raise Refused(
                     ErrorCode.invalid_replica_assignment,
                     f"Attempted to add {request.count - topic.partitions} additional partition(s), but only "
                     f"{len(request.assignments)} assignment(s) were specified.",
@@ -388,15 +380,53 @@ def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
                 if not overflowed:
                     _log_refusal(call, "CreatePartitions", limit, counted)
                 overflowed = True
-                raise _Refused(ErrorCode.policy_violation, _EXCESSIVE_BATCH)
+                raise Refused(ErrorCode.policy_violation, _EXCESSIVE_BATCH)
             _check_topic_size(ctx, request.name, request.count)
             records = counted
             growing.append((topic, request.count))
             error, message = ErrorCode.none, ""
-        except _Refused as refusal:
-            error, message = refusal.error, str(refusal)
+        except Refused as refusal:
+            error, message = refusal.error, refusal.message or ""
         results.append(build(result_cls, name=request.name, error_code=error, error_message=message or None))
     if not body.validate_only:
         for topic, count in growing:
             ctx.topics.add_partitions(topic, count)
     return build(cls, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _create_partitions_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
+    """CreatePartitionsRequest.getErrorResponse: ``error`` and its message for every topic of the request."""
+    cls = response_schema(ApiKey.CREATE_PARTITIONS, version)
+    result_cls = nested(cls, "CreatePartitionsTopicResult")
+    message = error_message(error) if message is None else message
+    return build(
+        cls,
+        throttle_time=NO_THROTTLE,
+        results=tuple(build(result_cls, name=t.name, error_code=error, error_message=message) for t in body.topics),
+    )
+
+
+def _delete_topics_error(version: int, body: Any, error: ErrorCode) -> Any:
+    # DeleteTopicsRequest.getErrorResponse: every requested topic (v6+ by name or id, before by name), no message.
+    cls = response_schema(ApiKey.DELETE_TOPICS, version)
+    result_cls = nested(cls, "DeletableTopicResult")
+    wanted = (
+        [(t.name, t.topic_id or _ZERO_UUID) for t in body.topics]
+        if version >= 6
+        else [(name, _ZERO_UUID) for name in body.topic_names]
+    )
+    results = tuple(
+        build(result_cls, name=name, topic_id=topic_id, error_code=error, error_message=None)
+        for name, topic_id in wanted
+    )
+    return build(cls, throttle_time=NO_THROTTLE, responses=results)
+
+
+ROUTES = {
+    ApiKey.CREATE_TOPICS: Route(
+        create_topics,
+        lambda version, body, error: _create_topics_error(version, body.topics, error, error_message(error)),
+    ),
+    ApiKey.DELETE_TOPICS: Route(delete_topics, _delete_topics_error),
+    ApiKey.CREATE_PARTITIONS: Route(create_partitions, _create_partitions_error),
+}

@@ -19,7 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call
+from broker.api.base import NO_THROTTLE, ApiContext, Call, RequestIdentity, Route
 from broker.transactions.messages import (
     AddOffsetsRequest,
     AddPartitionsRequest,
@@ -98,3 +98,23 @@ def end_txn(ctx: ApiContext, call: Call, body: Any) -> Any:
 def error_only(api_key: int, version: int, error: ErrorCode) -> Any:
     """AddOffsetsToTxn's and EndTxn's (v0-4) response: a throttle time and an error code."""
     return build(response_schema(api_key, version), throttle_time=NO_THROTTLE, error_code=error)
+
+
+def _add_partitions_error(version: int, body: Any, error: ErrorCode) -> Any:
+    # AddPartitionsToTxnRequest.getErrorResponse (v0-3): the error on every requested partition.
+    requested = ((t.name, int(p)) for t in body.v3_and_below_topics for p in t.partitions)
+    return add_partitions_response(version, ((tp, error) for tp in requested))
+
+
+ROUTES = {
+    ApiKey.ADD_PARTITIONS_TO_TXN: Route(
+        add_partitions_to_txn,
+        _add_partitions_error,
+        # v0-3 call its transactional id V3AndBelowTransactionalId.
+        lambda body: RequestIdentity(None, None, None, body.v3_and_below_transactional_id),
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: Route(
+        add_offsets_to_txn, lambda version, body, error: error_only(ApiKey.ADD_OFFSETS_TO_TXN, version, error)
+    ),
+    ApiKey.END_TXN: Route(end_txn, lambda version, body, error: error_only(ApiKey.END_TXN, version, error)),
+}

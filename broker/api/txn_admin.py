@@ -16,12 +16,13 @@ tests) DescribeTransactions and ListTransactions answer COORDINATOR_NOT_AVAILABL
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call
+from broker.api.base import NO_THROTTLE, ApiContext, Call, RequestIdentity, Route
 from broker.storage.control import Marker, MarkerType
 from broker.storage.partition_log import StorageFull
 from broker.storage.records import InvalidBatch
@@ -50,7 +51,11 @@ def describe_transactions(ctx: ApiContext, call: Call, body: Any) -> Any:
         answers = [TxnDescription(tid, E.coordinator_not_available) for tid in ids]
     else:
         answers = describe(ctx.transactions.transactions, ids)
-    cls = response_schema(ApiKey.DESCRIBE_TRANSACTIONS, call.api_version)
+    return _described_transactions(call.api_version, answers)
+
+
+def _described_transactions(version: int, answers: Iterable[TxnDescription]) -> Any:
+    cls = response_schema(ApiKey.DESCRIBE_TRANSACTIONS, version)
     state_cls = nested(cls, "TransactionState")
     topic_cls = nested(cls, "TopicData")
     return build(
@@ -92,7 +97,11 @@ def list_transactions(ctx: ApiContext, call: Call, body: Any) -> Any:
             int(getattr(body, "duration_filter", -1)),
             getattr(body, "transactional_id_pattern", None),
         )
-    cls = response_schema(ApiKey.LIST_TRANSACTIONS, call.api_version)
+    return _listed_transactions(call.api_version, answer)
+
+
+def _listed_transactions(version: int, answer: TxnList) -> Any:
+    cls = response_schema(ApiKey.LIST_TRANSACTIONS, version)
     state_cls = nested(cls, "TransactionState")
     return build(
         cls,
@@ -223,3 +232,62 @@ def _write_marker(ctx: ApiContext, name: str, partition: int, marker: Marker, no
         return E.kafka_storage_error
     ctx.fetches.appended(partition_log)  # a parked read_committed fetch may now see past the LSO
     return E.none
+
+
+# -- error answers (getErrorResponse) --------------------------------------------------------------------------
+
+
+def _describe_producers_error(version: int, body: Any, error: ErrorCode) -> Any:
+    # DescribeProducersRequest.getErrorResponse: every requested partition, one entry per requested topic.
+    cls = response_schema(ApiKey.DESCRIBE_PRODUCERS, version)
+    topic_cls = nested(cls, "TopicResponse")
+    partition_cls = nested(cls, "PartitionResponse")
+    topics = tuple(
+        build(
+            topic_cls,
+            name=t.name,
+            partitions=tuple(
+                build(
+                    partition_cls, partition_index=i32(index), error_code=error, error_message=None, active_producers=()
+                )
+                for index in t.partition_indexes
+            ),
+        )
+        for t in body.topics
+    )
+    return build(cls, throttle_time=NO_THROTTLE, topics=topics)
+
+
+def _write_txn_markers_error(version: int, body: Any, error: ErrorCode) -> Any:
+    # WriteTxnMarkersRequest.getErrorResponse: every partition of every marker, topics grouped per marker.
+    cls = response_schema(ApiKey.WRITE_TXN_MARKERS, version)
+    topic_cls = nested(cls, "WritableTxnMarkerTopicResult")
+    partition_cls = nested(cls, "WritableTxnMarkerPartitionResult")
+    results = []
+    for requested in body.markers:
+        by_topic: dict[str, list[Any]] = {}
+        for t in requested.topics:
+            by_topic.setdefault(t.name, []).extend(
+                build(partition_cls, partition_index=i32(index), error_code=error) for index in t.partition_indexes
+            )
+        topics = tuple(build(topic_cls, name=name, partitions=tuple(ps)) for name, ps in by_topic.items())
+        results.append(build(nested(cls, "WritableTxnMarkerResult"), producer_id=requested.producer_id, topics=topics))
+    return build(cls, markers=tuple(results))
+
+
+ROUTES = {
+    ApiKey.DESCRIBE_TRANSACTIONS: Route(
+        describe_transactions,
+        # DescribeTransactionsRequest.getErrorResponse: every requested id, every other field at its default.
+        lambda version, body, error: _described_transactions(
+            version, (TxnDescription(tid, error) for tid in body.transactional_ids)
+        ),
+        lambda body: RequestIdentity(None, None, None, body.transactional_ids[0] if body.transactional_ids else None),
+    ),
+    # ListTransactionsRequest.getErrorResponse: the top-level error, nothing listed.
+    ApiKey.LIST_TRANSACTIONS: Route(
+        list_transactions, lambda version, body, error: _listed_transactions(version, TxnList(error))
+    ),
+    ApiKey.DESCRIBE_PRODUCERS: Route(describe_producers, _describe_producers_error),
+    ApiKey.WRITE_TXN_MARKERS: Route(write_txn_markers, _write_txn_markers_error),
+}

@@ -20,9 +20,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call
+from broker.api.base import NO_THROTTLE, ApiContext, Call, Route, partition_errors
 from broker.api.offsets import known_commits
-from broker.coordinator.messages import PartitionErrors, TxnCommitRequest
+from broker.coordinator.messages import PartitionErrors, TxnCommitRequest, every_partition
 from broker.transactions.messages import TxnOffsetCheckRequest
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -79,7 +79,7 @@ def _commit(ctx: ApiContext, version: int, transactional_id: str | None, request
 
 
 def _every_partition(request: TxnCommitRequest, error: ErrorCode) -> PartitionErrors:
-    return tuple((topic, tuple((p.partition, error) for p in partitions)) for topic, partitions in request.topics)
+    return every_partition(((topic, (p.partition for p in ps)) for topic, ps in request.topics), error)
 
 
 def _response(version: int, body: Any, result: PartitionErrors) -> Any:
@@ -107,3 +107,13 @@ def _response(version: int, body: Any, result: PartitionErrors) -> Any:
             for t in body.topics
         ),
     )
+
+
+def _txn_offset_commit_error(version: int, body: Any, error: ErrorCode) -> Any:
+    # TxnOffsetCommitRequest.getErrorResponse: no top-level error, so it goes on every requested partition.
+    refused = every_partition(((t.name, (p.partition_index for p in t.partitions)) for t in body.topics), error)
+    cls = response_schema(ApiKey.TXN_OFFSET_COMMIT, version)
+    return build(cls, throttle_time=NO_THROTTLE, topics=partition_errors(cls, "TxnOffsetCommitResponse", refused))
+
+
+ROUTES = {ApiKey.TXN_OFFSET_COMMIT: Route(txn_offset_commit, _txn_offset_commit_error)}

@@ -19,7 +19,7 @@ import threading
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.api.base import ApiContext, BrokerIdentity
-from broker.api.dispatch import HANDLERS, ROUTES
+from broker.api.dispatch import FAMILY_MODULES, HANDLERS
 from broker.config.settings import Endpoint, Settings
 from broker.events.hub import EventFile, EventHub
 from broker.log import get_logger
@@ -56,7 +56,7 @@ STATE_MODULES = (
     "broker.storage.partition_log",
     "broker.storage.topics",
     "broker.transactions.coordinator",
-    *sorted({f"broker.api.{module}" for module, _ in ROUTES.values()}),
+    *sorted(FAMILY_MODULES),
 )
 # While that thread imports, the loop gets the GIL back every millisecond instead of every 5 (Python's default
 # switch interval): the first ApiVersions answer takes a few hand-overs of the GIL.

@@ -25,7 +25,8 @@ from protocol.apis import SUPPORTED_VERSIONS, ApiKey, kafka_name
 ERROR, DELAY, CLOSE, SWALLOW = "error", "delay", "close", "swallow_heartbeats"
 ACTIONS = (ERROR, DELAY, CLOSE, SWALLOW)
 
-# The APIs an ``error`` rule can answer for: the route table's (broker/api/routes.py).
+# The APIs an ``error`` rule can answer for: every API but ApiVersions, each in its own error shape (the route
+# table of broker/api/routes.py, where each API declares its error answer beside its handler).
 ERROR_APIS = FAULTABLE_APIS
 
 _API_BY_NAME = {kafka_name(key).replace("_", "").lower(): int(key) for key in SUPPORTED_VERSIONS}
@@ -134,7 +135,7 @@ class FaultRules:
 
         A swallow rule passes over a member the coordinator no longer has: once evicted, it must hear so, as it
         would from Kafka. ``is_member`` says which members it has. ``transactional_id`` is the one the request
-        names (fault_answers.request_transactional_id), None when it names none.
+        names (broker.api.routes.request_identity), None when it names none.
         """
         now = self.clock.now_ms()
         for rule in self.rules.values():

@@ -293,6 +293,9 @@ class RequestPipeline:
                     self._hold_or_close(verdict, frame)
                     return None
                 answer = error_answer(request.api_key, request.api_version, request.body, verdict.error)
+                if isinstance(answer, CloseConnection):  # a Produce with acks=0: Kafka closes instead of answering
+                    self.close(answer.reason)
+                    return None
                 return (request.api_key, request.api_version) if self._send(request, answer) else None
         try:
             answer = self._dispatch(request)

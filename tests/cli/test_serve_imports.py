@@ -15,7 +15,7 @@ import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
-from broker.api.dispatch import HANDLERS, ROUTES
+from broker.api.dispatch import FAMILIES, FAMILY_MODULES, HANDLERS
 from broker.server.broker import STATE_MODULES, BrokerServer
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from tests.conftest import broker_settings
@@ -63,7 +63,14 @@ PROBE = textwrap.dedent(
 # it can; structlog imports rich), the control API's (loaded in a thread once the broker is ready), and those of
 # the data plane's first use (crc32c reads its version with importlib.metadata).
 HEAVY = (
-    "aiohttp", "crc32c", "hypothesis", "importlib.metadata", "matplotlib", "prometheus_client", "pyspark", "re2",
+    "aiohttp",
+    "crc32c",
+    "hypothesis",
+    "importlib.metadata",
+    "matplotlib",
+    "prometheus_client",
+    "pyspark",
+    "re2",
     "rich",
 )
 # The state the broker builds after its first answer (broker/server/broker.py, STATE_MODULES).
@@ -121,10 +128,10 @@ def test_hidden_libraries_stay_importable_in_the_broker_process(library: str) ->
 
 
 def test_every_api_has_a_handler_loaded_on_first_use() -> None:
-    assert set(ROUTES) | {ApiKey.API_VERSIONS} == set(SUPPORTED_VERSIONS)
+    assert set(FAMILIES) | {ApiKey.API_VERSIONS} == set(SUPPORTED_VERSIONS)
     for api_key in SUPPORTED_VERSIONS:
         assert callable(HANDLERS[api_key])
-    assert set(STATE_MODULES) >= {f"broker.api.{module}" for module, _ in ROUTES.values()}
+    assert set(STATE_MODULES) >= FAMILY_MODULES
 
 
 def test_a_pending_state_builds_on_first_use() -> None:
@@ -195,13 +202,17 @@ def test_a_line_logged_before_the_state_loads_is_set_up_on_the_spot() -> None:
     """Logging loads after the first answer (broker/log.py); a connection closed before that is still logged,
     in the configured format, with structlog loaded as serve loads it (rich hidden)."""
     assert "    print(json.dumps(sorted(sys.modules)))\n" in PROBE
-    probe = PROBE.replace("--log-level", "--log-format").replace('"warning"]', '"json"]').replace(
-        "    print(json.dumps(sorted(sys.modules)))\n",
-        "    assert 'structlog' not in sys.modules\n"
-        "    reader, writer = await asyncio.open_connection('127.0.0.1', self.port)\n"
-        "    writer.write(struct.pack('>i', 2) + b'xx')  # too short for a request header: closed, logged\n"
-        "    assert await reader.read() == b''\n"
-        "    print(json.dumps(sorted(sys.modules)))\n",
+    probe = (
+        PROBE.replace("--log-level", "--log-format")
+        .replace('"warning"]', '"json"]')
+        .replace(
+            "    print(json.dumps(sorted(sys.modules)))\n",
+            "    assert 'structlog' not in sys.modules\n"
+            "    reader, writer = await asyncio.open_connection('127.0.0.1', self.port)\n"
+            "    writer.write(struct.pack('>i', 2) + b'xx')  # too short for a request header: closed, logged\n"
+            "    assert await reader.read() == b''\n"
+            "    print(json.dumps(sorted(sys.modules)))\n",
+        )
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     modules = json.loads(done.stdout)

@@ -1228,7 +1228,7 @@ async def test_a_rule_lapses_after_its_duration(api: ControlClient, connect: Con
         (b'{"action": "error", "error": 0}', ["error", "NONE"]),
         (b'{"action": "error", "error": 9999}', ["error", "9999"]),
         (b'{"action": "error", "error": ["x"]}', ["error"]),
-        (b'{"action": "error", "error": 27, "api": "Fetch"}', ["error", "Fetch"]),
+        (b'{"action": "error", "error": 27, "api": "ApiVersions"}', ["error", "ApiVersions"]),
         (b'{"action": "close", "error": 27}', ["error", "close"]),
         (b'{"action": "delay"}', ["delay_ms"]),
         (b'{"action": "delay", "delay_ms": 0}', ["delay_ms"]),

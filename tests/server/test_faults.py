@@ -52,7 +52,7 @@ def test_count_and_duration_limit_a_rule() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"action": "error", "api": "Fetch", "error": 27}, "can answer for"),
+        ({"action": "error", "api": "ApiVersions", "error": 27}, "can answer for"),
         ({"action": "swallow_heartbeats", "api": "JoinGroup"}, "applies to Heartbeat"),
         ({"action": "delay"}, "needs delay_ms"),
         ({"action": "close", "probability": 0}, "probability"),
@@ -101,7 +101,7 @@ def test_error_answers_of_the_transaction_apis_have_kafkas_shape() -> None:
     from kio.schema.errors import ErrorCode
     from kio.static.primitive import i8, i16, i32, i64
 
-    from broker.api.fault_answers import error_response, request_transactional_id
+    from broker.api.routes import error_answer, request_identity
     from tests.wire.client import part, request
 
     init = request(
@@ -112,9 +112,9 @@ def test_error_answers_of_the_transaction_apis_have_kafkas_shape() -> None:
         producer_id=i64(-1),
         producer_epoch=i16(-1),
     )
-    answer = error_response(ApiKey.INIT_PRODUCER_ID, 4, init, ErrorCode.producer_fenced)
+    answer = error_answer(ApiKey.INIT_PRODUCER_ID, 4, init, ErrorCode.producer_fenced)
     assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (ErrorCode.producer_fenced, -1, -1)
-    assert request_transactional_id(ApiKey.INIT_PRODUCER_ID, init) == "tx"
+    assert request_identity(ApiKey.INIT_PRODUCER_ID, init).transactional_id == "tx"
     topic = part(
         ApiKey.TXN_OFFSET_COMMIT,
         3,
@@ -145,12 +145,12 @@ def test_error_answers_of_the_transaction_apis_have_kafkas_shape() -> None:
         group_instance_id=None,
         topics=(topic,),
     )
-    answer = error_response(ApiKey.TXN_OFFSET_COMMIT, 3, commit, ErrorCode.concurrent_transactions)
+    answer = error_answer(ApiKey.TXN_OFFSET_COMMIT, 3, commit, ErrorCode.concurrent_transactions)
     assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics] == [
         ("t", [(0, ErrorCode.concurrent_transactions), (2, ErrorCode.concurrent_transactions)])
     ]
-    assert request_transactional_id(ApiKey.TXN_OFFSET_COMMIT, commit) == "tx"
+    assert request_identity(ApiKey.TXN_OFFSET_COMMIT, commit).transactional_id == "tx"
     find = request(ApiKey.FIND_COORDINATOR, 4, key_type=i8(1), coordinator_keys=("tx",))
-    assert request_transactional_id(ApiKey.FIND_COORDINATOR, find) == "tx"
+    assert request_identity(ApiKey.FIND_COORDINATOR, find).transactional_id == "tx"
     group = request(ApiKey.FIND_COORDINATOR, 4, key_type=i8(0), coordinator_keys=("g",))
-    assert request_transactional_id(ApiKey.FIND_COORDINATOR, group) is None
+    assert request_identity(ApiKey.FIND_COORDINATOR, group).transactional_id is None
