@@ -327,15 +327,10 @@ class ClassicGroup:
             return None
         if generation < 0 and not member_id and instance_id is None:
             return ErrorCode.unknown_member_id  # only members may commit into an active group
-        try:
-            self.validate_member(member_id, instance_id)
-        except MemberError as failure:
-            return failure.error
-        if generation != self.generation_id:
-            return ErrorCode.illegal_generation
-        if self.is_in(COMPLETING):
+        error = self._member_generation_error(member_id, instance_id, generation)
+        if error is None and self.is_in(COMPLETING):
             return ErrorCode.rebalance_in_progress
-        return None
+        return error
 
     def validate_txn_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
         """transactions.md 5.1 step 5: no REBALANCE_IN_PROGRESS in any state, and the session is not refreshed."""
@@ -344,13 +339,16 @@ class ClassicGroup:
         if generation < 0 and self.is_in(EMPTY):
             return None
         if generation >= 0 or member_id or instance_id is not None:
-            try:
-                self.validate_member(member_id, instance_id)
-            except MemberError as failure:
-                return failure.error
-            if generation != self.generation_id:
-                return ErrorCode.illegal_generation
+            return self._member_generation_error(member_id, instance_id, generation)
         return None  # an anonymous (v0-2) commit into a non-empty group is accepted (5.6)
+
+    def _member_generation_error(self, member_id: str, instance_id: str | None, generation: int) -> ErrorCode | None:
+        """The member check and then the generation check both offset commits make (validateOffsetCommit's order)."""
+        try:
+            self.validate_member(member_id, instance_id)
+        except MemberError as failure:
+            return failure.error
+        return ErrorCode.illegal_generation if generation != self.generation_id else None
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         return None  # OffsetFetch names no member before v9, and a classic group does not check it (13.3)
