@@ -56,7 +56,8 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def client(args: argparse.Namespace) -> ControlClient:
-    return ControlClient(args.admin)
+    """The control API's client; its first request waits out a broker that is starting (``--wait-for-broker``)."""
+    return ControlClient(args.admin, grace_s=getattr(args, "wait_for_broker", None) or 0.0)
 
 
 def emit_json(value: object) -> None:

@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         discover.settle_admin(args)  # --bootstrap: the control API's URL, asked of the broker (issue 18)
     except discover.DiscoveryError as error:
         print(f"group-broker: {error}", file=sys.stderr)
-        return 1
+        return 2 if error.usage else 1
     return commands.execute(args)
 
 
@@ -205,6 +205,7 @@ def _add_control_flags(common: argparse.ArgumentParser) -> None:
     come from the control API's client module, whose imports (urllib.request, http.client) ``--help`` and ``serve``
     can do without. Left None when not given: ``discover.settle_admin`` picks the URL."""
     from broker.cli.discover import BOOTSTRAP_ENV
+    from broker.control import grace
     from broker.control.client import DEFAULT_URL, URL_ENV
 
     common.add_argument(
@@ -221,6 +222,7 @@ def _add_control_flags(common: argparse.ArgumentParser) -> None:
         f"e.g. when its default admin port was taken [env {BOOTSTRAP_ENV}]",
     )
     common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
+    grace.add_argument(common)  # --wait-for-broker S: a broker that is starting is waited for (issue 26)
 
 
 def _add_lazily(
