@@ -36,7 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(arguments)
     args, unknown = parser.parse_known_args(arguments)
     if unknown and getattr(args, "_handler", None) != "run_unavailable":  # that one says why it cannot run instead
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        from broker.cli import suggest
+
+        parser.error(suggest.unrecognized(parser, arguments, unknown))  # "did you mean --port?" (issue 26)
     if args.command == "serve":
         from broker.config import settings
 
@@ -67,6 +69,10 @@ class _Parser(argparse.ArgumentParser):
     flags: --help has them); exit 2 as argparse does. Sub-commands inherit the class (add_subparsers)."""
 
     def error(self, message: str) -> NoReturn:
+        if "invalid choice" in message:  # a near miss of a command or a choice: "did you mean" (issue 26)
+            from broker.cli import suggest
+
+            message = suggest.with_hint(message)
         self.exit(2, f"usage: {self.prog} [-h] ... (see {self.prog} --help)\n{self.prog}: error: {message}\n")
 
 
