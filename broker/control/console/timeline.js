@@ -307,25 +307,26 @@ function cut(text, full, room) {
   text.textContent = "";
 }
 
-// Left to right, each cluster's label in the first row where it does not touch the one before; with no such row,
-// the row's last label is cut short to make room, or failing that this one goes after it, cut to fit.
+// Left to right, each cluster's label where it reads whole: right of its line, else left of it (near the right
+// edge), in the first row where it does not touch the label before; failing that cut to the room right of its
+// line; with no free row, the row's last label is cut short to make room, or failing that this one goes after it,
+// cut to fit.
 function placeLabels(clusters, width) {
   const rows = Array.from({ length: LABEL_ROWS }, () => ({ end: -Infinity, last: null }));
   const right = width - 2;
+  const freeRow = (s) => rows.findIndex((row) => row.end + LABEL_GAP <= s);
   for (const cluster of clusters) {
     const { label, text } = cluster;
-    let w = measure(label);
-    let s = cluster.x + 3;
-    if (s + w > right) {
-      if (right - s >= 60) { // room enough to its right for a cut label
-        cut(label, text, right - s);
-      } else { // written leftwards of its line
-        s = Math.max(LEFT, cluster.x - 3 - w);
-        if (s + w > right) cut(label, text, right - s);
-      }
-      w = measure(label);
-    }
-    let r = rows.findIndex((row) => row.end + LABEL_GAP <= s);
+    const w = measure(label);
+    const candidates = []; // [start, room]: room null when the whole label fits
+    if (cluster.x + 3 + w <= right) candidates.push([cluster.x + 3, null]);
+    if (cluster.x - 3 - w >= LEFT) candidates.push([cluster.x - 3 - w, null]);
+    if (right - cluster.x - 3 >= 60) candidates.push([cluster.x + 3, right - cluster.x - 3]);
+    if (!candidates.length) candidates.push([LEFT, right - LEFT]); // wider than the plot
+    const found = candidates.find(([start]) => freeRow(start) >= 0);
+    let [s, room] = found ?? candidates[0];
+    if (room !== null) cut(label, text, room);
+    let r = freeRow(s);
     if (r < 0) {
       const byEnd = [...rows.keys()].sort((a, b) => rows[a].end - rows[b].end);
       r = byEnd.find((k) => rows[k].last && rows[k].last.s + MIN_LABEL + LABEL_GAP <= s) ?? -1;
@@ -336,8 +337,7 @@ function placeLabels(clusters, width) {
         r = byEnd[0];
         s = rows[r].end + LABEL_GAP;
         cut(label, text, right - s);
-        w = measure(label);
-        if (w < MIN_LABEL) label.textContent = "";
+        if (measure(label) < MIN_LABEL) label.textContent = "";
       }
     }
     label.setAttribute("x", s);
