@@ -41,7 +41,8 @@ from tests.browser.test_console_browser import (
 
 GROUP = "console-rejoin"
 
-# Every shown rebalance label: its text, its box and the SVG's box (client coordinates).
+# Every shown rebalance label (its text, box and tooltip), every text of the timeline, the SVG's box (client
+# coordinates).
 MARKER_LABELS = """(() => {
   const svg = document.querySelector('[data-testid=timeline]').getBoundingClientRect();
   return {svg: [svg.left, svg.top, svg.right, svg.bottom],
@@ -50,7 +51,12 @@ MARKER_LABELS = """(() => {
             .filter((t) => t.textContent.trim())
             .map((t) => { const r = t.getBoundingClientRect();
                           return {text: t.textContent, box: [r.left, r.top, r.right, r.bottom],
-                                  title: t.parentElement.querySelector(':scope > title')?.textContent ?? ''}; })};
+                                  title: t.parentElement.querySelector(':scope > title')?.textContent ?? ''}; }),
+          texts: [...document.querySelectorAll('[data-testid=timeline] text')]
+            .filter((t) => t.textContent.trim())
+            .map((t) => { const r = t.getBoundingClientRect();
+                          return {text: `${t.getAttribute('class')}: ${t.textContent}`,
+                                  box: [r.left, r.top, r.right, r.bottom]}; })};
 })()"""
 
 # Every partition label with the bar it is drawn on: computed font size and colours, boxes.
@@ -172,6 +178,11 @@ async def rejoin_scenario(page: Page, broker: EmbeddedBroker, folder: Path, shot
         if one["text"].endswith("…"):
             assert one["title"], one
         for other in labels[i + 1 :]:
+            assert not overlap(one["box"], other["box"]), (one, other)
+    # Nor does any text of the timeline run into another: lane titles, partition, gap and axis labels included.
+    texts = shown["texts"]
+    for i, one in enumerate(texts):
+        for other in texts[i + 1 :]:
             assert not overlap(one["box"], other["box"]), (one, other)
 
     # Partition labels: 11 px or more, inside their bar, contrast 4.5 or more against its fill.

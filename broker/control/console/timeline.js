@@ -10,7 +10,8 @@ import { el, formatMs } from "./api.js";
 
 const LEFT = 230; // the lane labels
 const RIGHT = 16;
-const TOP = 48; // marker labels and the time axis
+const TOP = 62; // above the lanes: three rows of rebalance labels, then the band of gap and formation labels
+const BAND = TOP - 6; // the baseline of the gap and formation labels
 const LANE_PAD = 10;
 const LANE_MIN = 48; // room for a lane's three lines of text
 const LABELLED_MAX = 16; // up to this many partitions, a row is tall enough for its partition label
@@ -218,22 +219,32 @@ export function renderTimeline(container, history, { nowMs, windowMs = null, wid
     const fx = x(f.start);
     const fw = Math.max(x(f.end ?? end) - fx, 2);
     root.append(
-      svg("rect", { x: fx, y: TOP - 6, width: fw, height: height - TOP - 20, class: "formation", dataset: { testid: "formation" } }),
-      svg("text", { x: fx + 3, y: height - 30, class: "formation-label" }, "initial formation"),
+      svg("rect", { x: fx, y: BAND - 11, width: fw, height: height - BAND - 15, class: "formation", dataset: { testid: "formation" } },
+        svg("title", {}, `initial formation: ${formatMs((f.end ?? end) - f.start)}`)),
     );
   }
+  const bandLabels = []; // [text, room to its right]: the gaps' first, then the formation's, kept where they fit
   for (const gap of history.gaps) {
     const gx = x(gap.start);
     const gw = Math.max(x(gap.end ?? end) - gx, 1.5);
     if (gap.end !== null && gap.end < start) continue;
     root.append(
       svg("rect", {
-        x: gx, y: TOP - 6, width: gw, height: height - TOP - 20, class: "gap",
+        x: gx, y: BAND - 11, width: gw, height: height - BAND - 15, class: "gap",
         dataset: { testid: "gap", unowned: gap.unowned },
       },
       svg("title", {}, `${gap.unowned} partition(s) without an owner for ${formatMs((gap.end ?? end) - gap.start)}`)),
     );
-    if (gw > 56) root.append(svg("text", { x: gx + 3, y: TOP + 4, class: "gap-label" }, `${gap.unowned} unowned`));
+    if (gw > 40) {
+      const text = svg("text", { x: gx + 3, y: BAND, class: "gap-label" }, `${gap.unowned} unowned`);
+      root.append(text);
+      bandLabels.push([text, gw - 5]);
+    }
+  }
+  if (history.formation) {
+    const text = svg("text", { x: x(history.formation.start) + 3, y: BAND, class: "formation-label" }, "initial formation");
+    root.append(text);
+    bandLabels.push([text, width - 2 - x(history.formation.start) - 3]);
   }
 
   // The rebalance markers, on top: a line each, one label per cluster of markers close together.
@@ -268,6 +279,13 @@ export function renderTimeline(container, history, { nowMs, windowMs = null, wid
 
   // Text laid out now that it can be measured.
   for (const [text, bw] of barLabels) if (measure(text) > bw - 5) text.remove();
+  const band = []; // [start, end] of the band's labels kept
+  for (const [text, room] of bandLabels) {
+    const s = Number(text.getAttribute("x"));
+    const e = s + measure(text);
+    if (e - s > room || band.some(([a, b]) => s < b + LABEL_GAP && a < e + LABEL_GAP)) text.remove();
+    else band.push([s, e]);
+  }
   for (const tick of axis.querySelectorAll("text")) {
     const half = measure(tick) / 2;
     const tx = Number(tick.getAttribute("x"));
