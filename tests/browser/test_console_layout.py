@@ -7,13 +7,21 @@ its lane must be live again (not faded, no "kicked at" status, the kick a past m
 Then Force rebalance from the page, so that several rebalance markers stand close together, and what the page
 draws is measured (issue 26):
 
-- the rebalance labels' boxes do not overlap one another, and each is inside the picture;
+- the rebalance labels' boxes do not overlap one another (nor does any text of the timeline), each is inside the
+  picture;
 - every partition label is at least 11 px, inside its bar, with a WCAG contrast ratio of at least 4.5 against the
   bar's fill (both from the computed styles);
 - with the time axis's last tick at the right edge (the page redrawn until it is), every tick label is inside the
   picture.
 
-Screenshots go to ``$TEST_ARTIFACTS/console`` (else the test's ``tmp_path``), ``rejoined-member.png`` the fixed page.
+A second test has the console's own modules (as the control API serves them) draw a crowded classic history,
+fifteen rebalances within 5 s, more labels than three rows have room for, at three widths: no text overlaps, the
+four joins share one label ``formation: 4 joined``, a label cut short has its full text in a tooltip; 16
+partitions get 11 px labels at 4.5:1 contrast on every hue, 40 get thin unlabelled rows.
+
+Screenshots go to ``$TEST_ARTIFACTS/console`` (else the test's ``tmp_path``): ``rejoined-member.png`` the fixed
+page, ``crowded-*.png`` the crowded ones. Every assertion here was checked to fail against the console before
+issue 26's fixes.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from broker.testing.embedded import EmbeddedBroker, run_broker
-from tests.browser.devtools import Page
+from tests.browser.devtools import Page, chromium_binary
 from tests.browser.test_console_browser import (
     ALL,
     LANES,
@@ -224,3 +232,99 @@ def test_a_kicked_consumer_group_member_that_rejoins_is_drawn_live_and_labels_ar
             "rejoined-member-failure.png",
             lambda page, shots: rejoin_scenario(page, broker, folder, shots),
         )
+
+
+# The console's own modules, as the control API serves them, drawing a crowded classic history into a test box of
+# the page: rebalances every 0.4 s with long causes (more labels than rows have room for), 16 or 40 partitions.
+# Returns what test_a_crowded_timeline checks: every text's box, the rebalance labels with their tooltips, the
+# partition labels with their bars' fills.
+CROWDED = """(async ({partitions, width}) => {
+  const {History} = await import('/console/history.js');
+  const {renderTimeline} = await import('/console/timeline.js');
+  const t0 = 1800000000000;
+  const events = [];
+  const add = (at, event, fields) => events.push({v: 2, seq: events.length + 1, ts_ms: t0 + at, run_id: 'r',
+                                                  group_id: 'crowded', event, ...fields});
+  const members = ['m-a', 'm-b', 'm-c', 'm-d'];
+  members.forEach((m, i) => {
+    add(i * 50, 'member_joined', {member_id: m, client_id: `client-${m}`, client_host: '/10.0.0.1'});
+    add(i * 50, 'rebalance_started', {cause: 'member_joined', member_id: m, generation_id: i});
+  });
+  const assignments = {};
+  for (let p = 0; p < partitions; p += 1) {
+    const m = members[p % members.length];
+    (assignments[m] ??= {orders: []}).orders.push(p);
+  }
+  add(300, 'sync_completed', {generation_id: 4, assignments, rebalance_protocol: 'eager'});
+  const causes = ['member_expired', 'sync_timeout', 'static_member_replaced', 'member_left', 'metadata_changed',
+                  'member_expired', 'forced', 'member_kicked', 'member_fenced', 'sync_timeout', 'forced'];
+  causes.forEach((cause, i) => {
+    const at = 1000 + i * 400;
+    if (cause === 'member_expired') {
+      add(at, 'member_expired', {member_id: 'm-x' + i, since_last_heartbeat_ms: 10000 + i, cause: 'session_timeout'});
+    }
+    add(at, 'rebalance_started', {cause, member_id: 'm-x' + i, generation_id: 5 + i, reason: `cause ${cause}`});
+    add(at + 100, 'sync_completed', {generation_id: 5 + i, assignments, rebalance_protocol: 'eager'});
+  });
+  const box = document.createElement('div');
+  box.dataset.testid = 'crowded';
+  document.body.prepend(box);
+  renderTimeline(box, History.from(events, 'classic'), {nowMs: t0 + 9000, windowMs: null, width});
+  const svg = box.querySelector('svg');
+  const s = svg.getBoundingClientRect();
+  const rect = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const result = {
+    svg: [s.left, s.top, s.right, s.bottom],
+    markers: svg.querySelectorAll('[data-testid=marker]').length,
+    texts: [...svg.querySelectorAll('text')].filter((t) => t.textContent.trim())
+      .map((t) => ({text: `${t.getAttribute('class')}: ${t.textContent}`, box: rect(t)})),
+    labels: [...svg.querySelectorAll('.marker-label')].map((t) => ({
+      text: t.textContent, title: t.parentElement.querySelector(':scope > title')?.textContent ?? ''})),
+    bars: svg.querySelectorAll('.bar').length,
+    rowHeight: Number(svg.querySelector('.bar')?.getAttribute('height')),
+    barLabels: [...svg.querySelectorAll('.bar-label')].map((t) => ({
+      ink: getComputedStyle(t).fill, fill: getComputedStyle(t.previousElementSibling).fill,
+      size: parseFloat(getComputedStyle(t).fontSize)})),
+  };
+  return result;
+})"""
+
+
+@pytest.mark.timeout(120)
+def test_a_crowded_timeline_has_no_overlapping_text_and_readable_partition_labels(tmp_path: Path) -> None:
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("no Chromium binary (apt-get install chromium, or set CHROMIUM=/path/to/chrome)")
+    folder = artifacts(tmp_path)
+
+    async def drive(page: Page, shots: list[Path]) -> None:
+        await page.navigate(f"{broker.admin_url.rstrip('/')}/")
+        for partitions, width in ((16, 900), (16, 700), (40, 1100)):
+            drawn = await page.evaluate(f"{CROWDED}({json.dumps({'partitions': partitions, 'width': width})})")
+            assert drawn["markers"] == 15, drawn["markers"]  # four joins and eleven more rebalances
+            what = f"{partitions} partitions, {width} px"
+            texts = drawn["texts"]
+            for i, one in enumerate(texts):
+                box = drawn["svg"]
+                assert box[0] <= one["box"][0] and one["box"][2] <= box[2], (what, one, box)
+                for other in texts[i + 1 :]:
+                    assert not overlap(one["box"], other["box"]), (what, one, other)
+            await shoot(page, folder, f"crowded-{partitions}-{width}.png", shots)
+            await page.evaluate("document.querySelector('[data-testid=crowded]').remove()")
+            labels = drawn["labels"]
+            assert labels[0]["text"] == "formation: 4 joined", (what, labels)  # four joins 50 ms apart: one label
+            cut = [label for label in labels if label["text"].endswith("…")]
+            assert cut, (what, labels)  # crowded enough that some label had to be cut
+            for label in cut:
+                assert label["text"][:-1].rstrip() and label["title"], (what, label)
+            if partitions <= 16:
+                assert drawn["barLabels"] and drawn["rowHeight"] >= 12, (what, drawn["rowHeight"])
+                for label in drawn["barLabels"]:
+                    assert label["size"] >= 11, (what, label)
+                    assert contrast(label["ink"], label["fill"]) >= 4.5, (what, label)
+            else:  # too many rows for an 11 px label each: thin rows, the bar's tooltip names the partition
+                assert not drawn["barLabels"] and drawn["rowHeight"] < 11, (what, drawn)
+        assert page.problems() == [], page.problems()
+
+    with run_broker() as broker:
+        in_browser(binary, 90, folder, "crowded-failure.png", drive)
