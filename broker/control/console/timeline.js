@@ -314,15 +314,26 @@ function measure(text) {
   return length > 0 || !text.textContent ? length : text.textContent.length * 6.5;
 }
 
-// Cuts a label to `room` pixels with an ellipsis; empty when not even a few letters fit.
+// Cuts a label to `room` pixels with an ellipsis (the longest start that fits, found by halving); empty when not
+// even one letter fits.
 function cut(text, full, room) {
   text.textContent = full;
   if (measure(text) <= room) return;
-  for (let n = full.length - 1; n > 0; n -= 1) {
+  const fits = (n) => {
     text.textContent = `${full.slice(0, n).trimEnd()}…`;
-    if (measure(text) <= room) return;
+    return measure(text) <= room;
+  };
+  if (!fits(1)) {
+    text.textContent = "";
+    return;
   }
-  text.textContent = "";
+  let [lo, hi] = [1, full.length - 1];
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  fits(lo);
 }
 
 // Left to right, each cluster's label where it reads whole: right of its line, else left of it (near the right
