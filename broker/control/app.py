@@ -18,7 +18,7 @@ from aiohttp import web
 
 from broker.control import bounded_json, console
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
-from broker.control.lag import group_offsets, offsets_json, total_lag
+from broker.control.lag import with_lag, with_offsets
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
 from broker.coordinator.group_type import GroupType
@@ -319,21 +319,8 @@ class ControlApi:
             GroupType.CONSUMER: _per_group(tally.epoch_bumps.values),
         }
         return _json(
-            {"groups": [self._with_lag(self._with_rebalances(group_summary(s), counts)) for s in summaries]}
+            {"groups": [with_lag(self.server, self._with_rebalances(group_summary(s), counts)) for s in summaries]}
         )
-
-    def _with_lag(self, summary: dict[str, Any]) -> dict[str, Any]:
-        """A listed group's total lag (the sum of its partitions' known lags), computed now."""
-        rows = group_offsets(self.server, summary["group_id"])
-        summary["lag"] = total_lag(rows or ())
-        return summary
-
-    def _with_offsets(self, detail: dict[str, Any]) -> dict[str, Any]:
-        """A described group's offsets per partition and its total lag (``kafka-consumer-groups.sh --describe``)."""
-        rows = group_offsets(self.server, detail["group_id"]) or ()
-        detail["offsets"] = offsets_json(rows)
-        detail["lag"] = total_lag(rows)
-        return detail
 
     def _with_rebalances(self, summary: dict[str, Any], counts: dict[str, dict[str, float]]) -> dict[str, Any]:
         """A listed group's rebalances so far (``/metrics``' counts, since the broker started) and its last one, as
@@ -349,7 +336,7 @@ class ControlApi:
         group = self.server.coordinator.group_detail(request.match_info["group"])
         if group is None:
             return _error(404, f"no group {request.match_info['group']!r}")
-        return _json(self._with_offsets(group_detail(group, self._now())))
+        return _json(with_offsets(self.server, group_detail(group, self._now())))
 
     async def group_events(self, request: web.Request) -> web.Response:
         group_id = request.match_info["group"]

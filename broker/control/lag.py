@@ -14,7 +14,7 @@ from broker.coordinator.lag import LogEndOffset, PartitionOffsets, total_lag
 if TYPE_CHECKING:
     from broker.server.broker import BrokerServer
 
-__all__ = ["group_offsets", "log_end_offsets", "offsets_json", "total_lag"]
+__all__ = ["group_offsets", "log_end_offsets", "offsets_json", "total_lag", "with_lag", "with_offsets"]
 
 
 def log_end_offsets(server: BrokerServer) -> LogEndOffset:
@@ -48,3 +48,17 @@ def offsets_json(rows: tuple[PartitionOffsets, ...]) -> list[dict[str, Any]]:
         }
         for row in rows
     ]
+
+
+def with_lag(server: BrokerServer, summary: dict[str, Any]) -> dict[str, Any]:
+    """A listed group (``GET /v1/groups``) with its total lag, the sum of its partitions' known lags."""
+    summary["lag"] = total_lag(group_offsets(server, summary["group_id"]) or ())
+    return summary
+
+
+def with_offsets(server: BrokerServer, detail: dict[str, Any]) -> dict[str, Any]:
+    """A described group (``GET /v1/groups/{group}``) with its offsets per partition and its total lag."""
+    rows = group_offsets(server, detail["group_id"]) or ()
+    detail["offsets"] = offsets_json(rows)
+    detail["lag"] = total_lag(rows)
+    return detail
