@@ -40,8 +40,13 @@ def consumer(broker: Broker) -> Iterator[KafkaConsumer]:
     producer.flush()
     producer.close()
     member = KafkaConsumer(
-        TOPIC, bootstrap_servers=broker.bootstrap, group_id=GROUP, client_id="lag-cli",
-        enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=500,
+        TOPIC,
+        bootstrap_servers=broker.bootstrap,
+        group_id=GROUP,
+        client_id="lag-cli",
+        enable_auto_commit=False,
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=500,
     )
     try:
         deadline = time.monotonic() + 30
@@ -78,7 +83,9 @@ def test_describe_shows_kafkas_offsets_table(broker: Broker, consumer: KafkaCons
     assert [line.split() for line in only.splitlines()] == expected
 
     assert [(o["partition"], o["committed_offset"], o["log_end_offset"], o["lag"]) for o in described["offsets"]] == [
-        (0, 7, 12, 5), (1, 5, 5, 0), (2, None, 0, None)
+        (0, 7, 12, 5),
+        (1, 5, 5, 0),
+        (2, None, 0, None),
     ]
     assert described["lag"] == 5
 

@@ -68,12 +68,36 @@ async def test_describe_shows_each_partitions_committed_offset_log_end_offset_la
     detail = await api.group(GROUP)
     owner = member_id(detail)
     assert detail["offsets"] == [
-        {"topic": "topic", "partition": 0, "committed_offset": 6, "log_end_offset": 10, "lag": 4,
-         "member_id": owner, "client_id": "lag-reader", "host": "/127.0.0.1"},
-        {"topic": "topic", "partition": 1, "committed_offset": 4, "log_end_offset": 4, "lag": 0,
-         "member_id": owner, "client_id": "lag-reader", "host": "/127.0.0.1"},
-        {"topic": "topic", "partition": 2, "committed_offset": None, "log_end_offset": 0, "lag": None,
-         "member_id": owner, "client_id": "lag-reader", "host": "/127.0.0.1"},
+        {
+            "topic": "topic",
+            "partition": 0,
+            "committed_offset": 6,
+            "log_end_offset": 10,
+            "lag": 4,
+            "member_id": owner,
+            "client_id": "lag-reader",
+            "host": "/127.0.0.1",
+        },
+        {
+            "topic": "topic",
+            "partition": 1,
+            "committed_offset": 4,
+            "log_end_offset": 4,
+            "lag": 0,
+            "member_id": owner,
+            "client_id": "lag-reader",
+            "host": "/127.0.0.1",
+        },
+        {
+            "topic": "topic",
+            "partition": 2,
+            "committed_offset": None,
+            "log_end_offset": 0,
+            "lag": None,
+            "member_id": owner,
+            "client_id": "lag-reader",
+            "host": "/127.0.0.1",
+        },
     ]
     assert detail["lag"] == 4
     listed = {group["group_id"]: group for group in (await api.get("/v1/groups")).json["groups"]}
@@ -87,7 +111,9 @@ async def test_the_lag_follows_new_records_and_commits(
     await consumer.commit({TopicPartition("topic", 0): 10, TopicPartition("topic", 2): 0})
     detail = await api.group(GROUP)
     assert [(o["partition"], o["committed_offset"], o["log_end_offset"], o["lag"]) for o in detail["offsets"]] == [
-        (0, 10, 20, 10), (1, 4, 8, 4), (2, 0, 0, 0)
+        (0, 10, 20, 10),
+        (1, 4, 8, 4),
+        (2, 0, 0, 0),
     ]
     assert detail["lag"] == 14
 
@@ -112,8 +138,7 @@ async def test_metrics_carry_lag_committed_offsets_and_the_sum_per_group(
 async def test_a_simple_group_without_members_has_unowned_rows(broker: BrokerServer, api: ControlClient) -> None:
     """Offsets committed with assign() (generation -1): the group is Empty, its rows have no owner."""
     await produce(broker.port)
-    client = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{broker.port}", group_id="simple",
-                              enable_auto_commit=False)
+    client = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{broker.port}", group_id="simple", enable_auto_commit=False)
     await client.start()
     try:
         client.assign([TopicPartition("topic", 0)])
@@ -123,6 +148,14 @@ async def test_a_simple_group_without_members_has_unowned_rows(broker: BrokerSer
     detail = await api.group("simple")
     assert detail["members"] == []
     assert detail["offsets"] == [
-        {"topic": "topic", "partition": 0, "committed_offset": 3, "log_end_offset": 10, "lag": 7,
-         "member_id": None, "client_id": None, "host": None},
+        {
+            "topic": "topic",
+            "partition": 0,
+            "committed_offset": 3,
+            "log_end_offset": 10,
+            "lag": 7,
+            "member_id": None,
+            "client_id": None,
+            "host": None,
+        },
     ]
