@@ -29,11 +29,11 @@ _MAX_ANSWER = 64 * 1024 * 1024
 
 # The API keys used and the newest version of each this client writes (protocol/apis.py names them all).
 _API_VERSIONS, _METADATA, _LIST_OFFSETS, _OFFSET_COMMIT, _OFFSET_FETCH = 18, 3, 2, 8, 9
-_LIST_GROUPS, _DELETE_GROUPS, _OFFSET_DELETE = 16, 42, 47
+_LIST_GROUPS, _DELETE_GROUPS, _OFFSET_DELETE, _FIND_COORDINATOR = 16, 42, 47, 10
 _NEWEST = {_METADATA: 8, _LIST_OFFSETS: 8, _OFFSET_COMMIT: 9, _OFFSET_FETCH: 7, _LIST_GROUPS: 5,
-           _DELETE_GROUPS: 2, _OFFSET_DELETE: 0}
+           _DELETE_GROUPS: 2, _OFFSET_DELETE: 0, _FIND_COORDINATOR: 3}
 _OLDEST = {_METADATA: 0, _LIST_OFFSETS: 1, _OFFSET_COMMIT: 2, _OFFSET_FETCH: 1, _LIST_GROUPS: 4,
-           _DELETE_GROUPS: 0, _OFFSET_DELETE: 0}
+           _DELETE_GROUPS: 0, _OFFSET_DELETE: 0, _FIND_COORDINATOR: 1}
 
 
 class AdminError(Exception):
@@ -155,6 +155,14 @@ class KafkaAdmin:
         return bytes(data)
 
     # -- the requests ----------------------------------------------------------------------------------------
+
+    def find_coordinator(self, group: str) -> None:
+        """FindCoordinator for the group, as Kafka's AdminClient asks first: one broker is every group's
+        coordinator, so only its error matters (COORDINATOR_NOT_AVAILABLE while the broker loads)."""
+        answer = self._request(_FIND_COORDINATOR, key=group, key_type=0)
+        if answer.error_code.value != 0:
+            raise AdminError(f"FindCoordinator for group '{group}' answered {answer.error_code.name.upper()}"
+                             + (f": {answer.error_message}" if answer.error_message else ""))
 
     def group_state(self, group: str) -> tuple[str, str | None]:
         """The group's state and type from ListGroups; ("Dead", None) for a group the broker does not have (as

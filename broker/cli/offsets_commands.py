@@ -19,6 +19,7 @@ from broker.cli.kafka_admin import TIMEOUT_S, AdminError, KafkaAdmin, bootstrap_
 from broker.control.offset_reset import (
     GroupNotInactive,
     ResetUsageError,
+    Target,
     TopicPartition,
     UnknownTopic,
     check_inactive,
@@ -73,10 +74,16 @@ def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        # Bad usage is told before the broker is asked anything.
+        for argument in getattr(args, "topics", None) or ():
+            parse_topic_arg(argument)
+        target = _target(args) if args.command == "reset-offsets" else None
         host, port = bootstrap_address(args.bootstrap)
         with KafkaAdmin(host, port, args.timeout) as admin:
-            if args.command == "reset-offsets":
-                return _reset(admin, args)
+            for group in getattr(args, "groups", None) or [args.group]:
+                admin.find_coordinator(group)
+            if target is not None:
+                return _reset(admin, args, target)
             if args.command == "delete-offsets":
                 return _delete_offsets(admin, args)
             return _delete_groups(admin, args.groups)
@@ -88,12 +95,15 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def _reset(admin: KafkaAdmin, args: argparse.Namespace) -> int:
-    group: str = args.group
-    target = target_from(
+def _target(args: argparse.Namespace) -> Target:
+    return target_from(
         to_earliest=args.to_earliest, to_latest=args.to_latest, to_offset=args.to_offset, shift_by=args.shift_by,
         to_datetime=args.to_datetime, by_duration=args.by_duration, now_ms=int(time.time() * 1000),
     )
+
+
+def _reset(admin: KafkaAdmin, args: argparse.Namespace, target: Target) -> int:
+    group: str = args.group
     if not args.dry_run and not args.execute:
         print(NO_ACTION_WARNING, file=sys.stderr)
     state, _ = admin.group_state(group)

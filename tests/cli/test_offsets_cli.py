@@ -293,3 +293,10 @@ def test_an_unknown_topic_and_an_unreachable_broker_exit_1(broker: Broker) -> No
         capture_output=True, text=True, cwd=ROOT, timeout=60,
     )
     assert gone.returncode == 1 and "cannot reach the broker" in gone.stderr
+    # Bad usage is told before any broker is asked: exit 2 even with none there.
+    usage = subprocess.run(
+        [sys.executable, "-m", "broker", "reset-offsets", "g", "--all-topics", "--by-duration", "PT",
+         "--bootstrap", f"127.0.0.1:{free_port()}"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )
+    assert usage.returncode == 2 and "Text cannot be parsed to a Duration" in usage.stderr
