@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from broker.control import bounded_json
-from broker.control.http_guard import json_error, read_body, rejected
+from broker.control.http_guard import HttpLimits, json_error, read_body, rejected
 from broker.control.offset_reset import (
     EARLIEST,
     LATEST,
@@ -41,7 +41,7 @@ _MAX_PARTITION = 2**31 - 1
 _MAX_OFFSET = 2**63 - 1
 
 
-def routes(server: BrokerServer, limits: Any) -> list[web.RouteDef]:
+def routes(server: BrokerServer, limits: HttpLimits) -> list[web.RouteDef]:
     handlers = OffsetRoutes(server, limits)
     return [
         web.post("/v1/groups/{group}/offsets/reset", handlers.reset),
@@ -95,7 +95,7 @@ class BrokerOffsets:
 
 
 class OffsetRoutes:
-    def __init__(self, server: BrokerServer, limits: Any) -> None:
+    def __init__(self, server: BrokerServer, limits: HttpLimits) -> None:
         self.server = server
         self.limits = limits
 
