@@ -7,7 +7,7 @@ clients do. The requests are those Kafka's AdminClient sends for ``kafka-consume
 state and type of every group), OffsetFetch, Metadata, ListOffsets, OffsetCommit (generation -1, member "": an
 admin commit, as ``alterConsumerGroupOffsets`` sends it), OffsetDelete and DeleteGroups.
 
-``connect`` is the one place a TCP connection is opened: wrap it to wait for a broker that is starting.
+``connect`` is the one place a TCP connection is opened; it waits for a broker that is starting (``--wait-for-broker``).
 """
 
 from __future__ import annotations
@@ -60,18 +60,23 @@ def bootstrap_address(given: str | None) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def connect(host: str, port: int, timeout: float) -> socket.socket:
-    """The TCP connection to the broker (the one place it is made)."""
+def connect(host: str, port: int, timeout: float, grace_s: float = 0.0) -> socket.socket:
+    """The TCP connection to the broker (the one place it is made); a refused one is retried for ``grace_s``
+    seconds, a broker that is starting (``--wait-for-broker``, broker/control/grace.py)."""
+    from broker.control.grace import with_grace
+
     try:
-        return socket.create_connection((host, port), timeout=timeout)
+        return with_grace(
+            lambda: socket.create_connection((host, port), timeout=timeout), target=f"{host}:{port}", grace_s=grace_s
+        )
     except OSError as error:
         raise AdminError(f"cannot reach the broker at {host}:{port}: {error.strerror or error}") from None
 
 
 class KafkaAdmin:
-    def __init__(self, host: str, port: int, timeout: float = TIMEOUT_S) -> None:
+    def __init__(self, host: str, port: int, timeout: float = TIMEOUT_S, grace_s: float = 0.0) -> None:
         self.address = f"{host}:{port}"
-        self._socket = connect(host, port, timeout)
+        self._socket = connect(host, port, timeout, grace_s)
         self._correlation = itertools.count(1)
         self._versions: dict[int, int] = {}
         try:

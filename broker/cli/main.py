@@ -43,7 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(arguments)
     args, unknown = parser.parse_known_args(arguments)
     if unknown and getattr(args, "_handler", None) != "run_unavailable":  # that one says why it cannot run instead
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        from broker.cli import suggest
+
+        parser.error(suggest.unrecognized(parser, arguments, unknown))  # "did you mean --port?" (issue 26)
     if args.command == "serve":
         from broker.config import settings
 
@@ -69,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         discover.settle_admin(args)  # --bootstrap: the control API's URL, asked of the broker (issue 18)
     except discover.DiscoveryError as error:
         print(f"group-broker: {error}", file=sys.stderr)
-        return 1
+        return 2 if error.usage else 1
     return commands.execute(args)
 
 
@@ -78,6 +80,10 @@ class _Parser(argparse.ArgumentParser):
     flags: --help has them); exit 2 as argparse does. Sub-commands inherit the class (add_subparsers)."""
 
     def error(self, message: str) -> NoReturn:
+        if "invalid choice" in message:  # a near miss of a command or a choice: "did you mean" (issue 26)
+            from broker.cli import suggest
+
+            message = suggest.with_hint(message)
         self.exit(2, f"usage: {self.prog} [-h] ... (see {self.prog} --help)\n{self.prog}: error: {message}\n")
 
 
@@ -217,6 +223,7 @@ def _add_control_flags(common: argparse.ArgumentParser) -> None:
     come from the control API's client module, whose imports (urllib.request, http.client) ``--help`` and ``serve``
     can do without. Left None when not given: ``discover.settle_admin`` picks the URL."""
     from broker.cli.discover import BOOTSTRAP_ENV
+    from broker.control import grace
     from broker.control.client import DEFAULT_URL, URL_ENV
 
     common.add_argument(
@@ -233,6 +240,7 @@ def _add_control_flags(common: argparse.ArgumentParser) -> None:
         f"e.g. when its default admin port was taken [env {BOOTSTRAP_ENV}]",
     )
     common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
+    grace.add_argument(common)  # --wait-for-broker S: a broker that is starting is waited for (issue 26)
 
 
 def _add_offset_commands(

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from broker.cli.kafka_admin import TIMEOUT_S, AdminError, KafkaAdmin, bootstrap_address
+from broker.control import grace
 from broker.control.offset_reset import (
     GroupNotInactive,
     ResetUsageError,
@@ -45,6 +46,7 @@ def add_arguments(name: str, parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap", metavar="HOST:PORT",
                         help="the broker's Kafka listener [env GROUP_BROKER_BOOTSTRAP; default: the serve settings]")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, metavar="S", help="seconds per request")
+    grace.add_argument(parser)  # --wait-for-broker S
     if name == "delete-group":
         parser.add_argument("groups", metavar="GROUP", nargs="+")
         return
@@ -78,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
         for argument in getattr(args, "topics", None) or ():
             parse_topic_arg(argument)
         target = _target(args) if args.command == "reset-offsets" else None
+        grace_s = grace.grace_seconds(args)
         host, port = bootstrap_address(args.bootstrap)
-        with KafkaAdmin(host, port, args.timeout) as admin:
+        with KafkaAdmin(host, port, args.timeout, grace_s) as admin:
             for group in getattr(args, "groups", None) or [args.group]:
                 admin.find_coordinator(group)
             if target is not None:
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             if args.command == "delete-offsets":
                 return _delete_offsets(admin, args)
             return _delete_groups(admin, args.groups)
-    except ResetUsageError as error:
+    except (ResetUsageError, grace.GraceError) as error:
         print(f"group-broker {args.command}: error: {error}", file=sys.stderr)
         return 2
     except (AdminError, UnknownTopic) as error:

@@ -25,6 +25,7 @@ from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from broker.coordinator.views import ConsumerMemberDetail, GroupDetail, GroupSummary, MemberDetail
 from broker.events.hub import Record
 from broker.server.faults import FaultSpecError
+from broker.server.settings import host_port
 from broker.transactions.events import partitions_by_topic
 from broker.transactions.state import TxnMetadata, TxnState
 
@@ -254,11 +255,16 @@ class ControlApi:
     async def protocol_factory(self) -> Callable[[], asyncio.Protocol]:
         """aiohttp's protocol for one connection, made by what this returns: ``ControlListener`` (the broker's
         control socket, broker/server/control_listener.py) hands every accepted connection to it."""
-        self._runner = GuardedAppRunner(self.app, self.limits, shutdown_timeout=1.0)
+        self._runner = GuardedAppRunner(self.app, self.limits, shutdown_timeout=1.0, kafka_listener=self._kafka_at)
         await self._runner.setup()
         server = self._runner.server
         assert server is not None  # setup made it
         return server
+
+    def _kafka_at(self) -> str | None:
+        """The first Kafka listener's advertised address: what a Kafka client on the control port is told."""
+        listeners = self.server.listeners
+        return host_port(listeners[0].api.identity.host, listeners[0].api.identity.port) if listeners else None
 
     async def stop(self) -> None:
         for queue in list(self._streams):

@@ -289,7 +289,8 @@ def test_an_unknown_topic_and_an_unreachable_broker_exit_1(broker: Broker) -> No
     assert result.returncode == 1
     assert "UNKNOWN_TOPIC_OR_PARTITION" in result.stderr
     gone = subprocess.run(
-        [sys.executable, "-m", "broker", "delete-group", "g", "--bootstrap", f"127.0.0.1:{free_port()}"],
+        [sys.executable, "-m", "broker", "delete-group", "g", "--bootstrap", f"127.0.0.1:{free_port()}",
+         "--wait-for-broker", "0"],
         capture_output=True, text=True, cwd=ROOT, timeout=60,
     )
     assert gone.returncode == 1 and "cannot reach the broker" in gone.stderr
@@ -300,3 +301,27 @@ def test_an_unknown_topic_and_an_unreachable_broker_exit_1(broker: Broker) -> No
         capture_output=True, text=True, cwd=ROOT, timeout=60,
     )
     assert usage.returncode == 2 and "Text cannot be parsed to a Duration" in usage.stderr
+
+
+def test_a_broker_that_is_starting_is_waited_for(tmp_path: Path) -> None:
+    """--wait-for-broker (broker/control/grace.py) around the admin client's one connect()."""
+    port = free_port()
+    command = subprocess.Popen(
+        [sys.executable, "-m", "broker", "reset-offsets", "waited", "--topic", f"{TOPIC}:0", "--to-latest",
+         "--execute", "--bootstrap", f"127.0.0.1:{port}", "--wait-for-broker", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    try:
+        time.sleep(1.0)
+        assert command.poll() is None  # still waiting: nothing listens yet
+        late = start_broker(tmp_path / "late.log", "--port", str(port))
+        try:
+            out, err = command.communicate(timeout=60)
+            assert command.returncode == 0, err
+            assert plan_rows(out) == [["waited", TOPIC, "0", "0"]]
+        finally:
+            late.stop()
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait()
