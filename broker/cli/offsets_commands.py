@@ -33,7 +33,6 @@ from broker.control.offset_reset import (
     target_from,
 )
 
-COMMANDS = ("reset-offsets", "delete-offsets", "delete-group")
 NO_ACTION_WARNING = (
     "WARN: No action will be performed as the --execute option is missing. In a future major release, the default "
     "behavior of this command will be to prompt the user before executing the reset rather than doing a dry run. "
