@@ -24,6 +24,13 @@ if TYPE_CHECKING:
 
 # The commands that talk to the control API: they (and only they) take --admin and --json.
 CONTROL_COMMANDS = ("groups", "describe", "transactions", "watch", "chaos")
+# kafka-consumer-groups.sh's offset and delete actions, over the Kafka protocol (offsets_commands.py).
+OFFSET_COMMANDS = ("reset-offsets", "delete-offsets", "delete-group")
+_OFFSET_HELP = (
+    "reset a group's committed offsets, as kafka-consumer-groups.sh --reset-offsets (a dry run unless --execute)",
+    "delete a group's committed offsets of some topics or partitions (OffsetDelete)",
+    "delete groups that have no members, with their offsets (DeleteGroups)",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from broker.cli import health
 
         return health.check(args)
+    if args.command in OFFSET_COMMANDS:  # over the Kafka protocol, not the control API
+        from broker.cli import offsets_commands
+
+        return offsets_commands.run(args)
     if args.command in ("analyze", "generate-events"):
         status = args._run(args)  # analyze returns its exit status; generate-events what it wrote
         return status if isinstance(status, int) else 0
@@ -101,6 +112,7 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
 
         health_check.add_arguments(health)
 
+    _add_offset_commands(commands, arguments)
     _add_lazily(
         commands, arguments, "analyze", "broker.analytics.cli",
         "analyse event logs on Spark: rebalances, members, ownership, summary, report (docs/analytics.md)",
@@ -233,6 +245,18 @@ def _add_control_flags(common: argparse.ArgumentParser) -> None:
     )
     common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
     grace.add_argument(common)  # --wait-for-broker S: a broker that is starting is waited for (issue 26)
+
+
+def _add_offset_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], arguments: Sequence[str]
+) -> None:
+    """reset-offsets, delete-offsets, delete-group: their flags (and module) only when one of them runs."""
+    for name, help_text in zip(OFFSET_COMMANDS, _OFFSET_HELP, strict=True):
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        if arguments[:1] == [name]:
+            from broker.cli import offsets_commands
+
+            offsets_commands.add_arguments(name, sub)
 
 
 def _add_lazily(

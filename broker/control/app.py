@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from broker.control import bounded_json, console
+from broker.control import bounded_json, console, offsets_api
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
 from broker.control.lag import with_lag, with_offsets
 from broker.coordinator.classic.state import GroupState
@@ -241,6 +241,7 @@ class ControlApi:
                 web.post("/v1/groups/{group}/members/{member}/kick", self.kick),
                 web.post("/v1/groups/{group}/instances/{instance}/fence", self.fence),
                 web.post("/v1/groups/{group}/rebalance", self.rebalance),
+                *offsets_api.routes(server, self.limits),  # reset, delete offsets, delete the group
                 web.get("/v1/transactions", self.list_transactions),
                 web.get("/v1/events", self.stream_events),
                 web.get("/v1/faults", self.list_faults),

@@ -17,7 +17,7 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 #: The control API's address when nothing else names one: ``serve``'s default admin port on this machine.
@@ -149,6 +149,19 @@ class ControlClient:
 
     def rebalance(self, group_id: str) -> JSON:
         return self._json("POST", f"/v1/groups/{quote(group_id)}/rebalance")
+
+    # -- offsets (kafka-consumer-groups.sh --reset-offsets, --delete-offsets, --delete) ----------------------
+
+    def reset_offsets(self, group_id: str, body: Mapping[str, Any]) -> JSON:
+        """The plan (committed when ``body["execute"]``): docs/control-api.yaml, ResetRequest and ResetPlan."""
+        return self._json("POST", f"/v1/groups/{quote(group_id)}/offsets/reset", body)
+
+    def delete_offsets(self, group_id: str, topic: str, partitions: Iterable[int] = ()) -> JSON:
+        query = urllib.parse.urlencode([("topic", topic), *(("partition", str(p)) for p in partitions)])
+        return self._json("DELETE", f"/v1/groups/{quote(group_id)}/offsets?{query}")
+
+    def delete_group(self, group_id: str) -> JSON:
+        return self._json("DELETE", f"/v1/groups/{quote(group_id)}")
 
     # -- fault rules ----------------------------------------------------------------------------------------
 

@@ -175,6 +175,10 @@ def test_discovery_waits_for_the_kafka_port(tmp_path: Path) -> None:
     kafka_port = free_port()
     with late_broker(tmp_path / "broker.log", "--port", str(kafka_port)) as started:
         url = discover.control_url(f"127.0.0.1:{kafka_port}", grace_s=20)
+        # Discovery may answer before start_broker (in the other thread) has returned and recorded the broker.
+        deadline = time.monotonic() + 30
+        while "broker" not in started and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert url == started["broker"].admin_url
     with pytest.raises(discover.DiscoveryError) as raised:
         discover.control_url(f"127.0.0.1:{kafka_port}", grace_s=0)
