@@ -39,6 +39,7 @@ from broker.analytics.session import (
     under_spark_submit,
 )
 from broker.analytics.tables import build, sequence_events
+from broker.analytics.tables.disturbances import disturbances_table
 from broker.analytics.tables.members import members_output
 from broker.analytics.tables.ownership import ownership_output
 from broker.analytics.tables.summary import summary_table
@@ -181,6 +182,11 @@ def _analyse(
     say("writing summary")
     summary = summary_table(spark.read.parquet(_join(out, "rebalances")), spark.read.parquet(_join(out, "members")))
     result.rows["summary"] = _write(summary, _join(out, "summary"))
+    say("writing disturbances")
+    disturbances = disturbances_table(
+        events, spark.read.parquet(_join(out, "rebalances")), spark.read.parquet(_join(out, "members"))
+    )
+    result.rows["disturbances"] = _write(disturbances, _join(out, "disturbances"))
 
     overall = spark.read.parquet(_join(out, "summary")).where(F.col("scope") == "all").collect()
     result.overall = overall[0].asDict(recursive=True) if overall else {}
