@@ -3,7 +3,7 @@ timeline and listed with the rebalance each one caused (docs/analytics.md, "dist
 
 Three parts, each called by the module it serves: ``gather_disturbances`` (``gather.py``: the table's rows, in
 Spark, capped), ``mark_timeline`` (``plots.py``: a dashed vertical line and a label per disturbance on a group's
-lane) and ``disturbances_section`` (``page.py``: the table).
+lane) and ``disturbances_section`` (``page.py``: the table, its last column ``tables.disturbances.caused``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
+
+from broker.analytics.tables.disturbances import caused
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -53,24 +55,6 @@ def mark_timeline(axes: Axes, rows: list[Row]) -> int:
                 ha="right", va="top", fontsize=7, color=MARK_COLOR,
             )  # fmt: skip
     return len(rows)
-
-
-def _seconds(ms: int | None) -> str:
-    return "-" if ms is None else f"{ms / 1000:.1f} s"
-
-
-def caused(row: Row) -> str:
-    """What the row's disturbance did, in words: "kill of chaos-1-0 -> rebalance gen 4, detected in 6.0 s"."""
-    if row["event"] == "chaos_action":
-        what = f"{row['action']} of {row['client_id'] or row['member_id'] or 'a member'}"
-    else:
-        what = f"rule {row['rule_id']} ({row['action']})" + (" removed" if row["event"] == "fault_rule_removed" else "")
-    if row["rebalance_generation"] is None and row["rebalance_start_ms"] is None:
-        if row["event"] == "fault_rule_removed":
-            return what
-        return f"{what} -> no rebalance within {_seconds(row['window_ms'])}"
-    generation = "-" if row["rebalance_generation"] is None else row["rebalance_generation"]
-    return f"{what} -> rebalance gen {generation}, detected in {_seconds(row['detected_ms'])}"
 
 
 def disturbances_section(rows: list[Row]) -> str:

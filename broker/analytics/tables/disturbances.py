@@ -15,6 +15,8 @@ rebalance it caused is the analysis' call (docs/analytics.md, "disturbances"):
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -185,3 +187,22 @@ def disturbances_table(events: DataFrame, rebalances: DataFrame, members: DataFr
         detected.alias("detected_ms"),
     )
     return typed(out, DISTURBANCES)
+
+
+def _seconds(ms: int | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.1f} s"
+
+
+def caused(row: dict[str, Any]) -> str:
+    """A row's disturbance and what it did, in words (the report's last column, the job's progress lines):
+    "kill of chaos-1-0 -> rebalance gen 4, detected in 6.0 s", "rule f1 (error) -> no rebalance within 8.0 s"."""
+    if row["event"] == CHAOS_ACTION:
+        what = f"{row['action']} of {row['client_id'] or row['member_id'] or 'a member'}"
+    else:
+        what = f"rule {row['rule_id']} ({row['action']})" + (" removed" if row["event"] == FAULT_RULE_REMOVED else "")
+    if row["rebalance_generation"] is None and row["rebalance_start_ms"] is None:
+        if row["event"] == FAULT_RULE_REMOVED:
+            return what
+        return f"{what} -> no rebalance within {_seconds(row['window_ms'])}"
+    generation = "-" if row["rebalance_generation"] is None else row["rebalance_generation"]
+    return f"{what} -> rebalance gen {generation}, detected in {_seconds(row['detected_ms'])}"
