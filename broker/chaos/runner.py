@@ -13,6 +13,11 @@ per kill, how long the broker took to notice and the group to recover (``measure
 (acknowledged), consumed, unique, lost (acknowledged keys never consumed) and duplicated (``records.py``). Exit 0
 when nothing was lost, 1 otherwise.
 
+Right before each signal the runner tells the broker (``POST /v1/events``: a ``chaos_action`` event, who and
+with which signal), which cannot see a kill: the broker's event log then marks each kill, and ``group-broker
+analyze`` links it to the rebalance it caused. ``--event-log PATH`` gives the broker the runner starts an event
+log (a running broker has its own: refused with ``--bootstrap``).
+
 Without ``--bootstrap`` the runner starts its own broker (``python -m broker serve --port 0 --admin-port 0``) with
 the topic, and stops it at the end; with ``--bootstrap HOST:PORT --admin URL`` it uses a running one (the topic is
 created if it does not exist).

@@ -151,7 +151,7 @@ def test_the_report_marks_each_disturbance_and_names_its_rebalance(
     (kill,) = analysed["chaos"]["kills"]
     (row,) = [d for d in analysed["disturbances"] if d["run_id"] != "hand"]
     assert '<section id="disturbances">' in page
-    expected = f"kill of {kill['client_id']} -&gt; rebalance gen {row['rebalance_generation']}, detected in "
+    expected = f"kill (SIGKILL) of {kill['client_id']} -&gt; rebalance gen {row['rebalance_generation']}, detected in "
     assert expected + f"{row['detected_ms'] / 1000:.1f} s" in page, page[page.find('id="disturbances"') :][:3000]
     assert "rule f1 (error) -&gt; no rebalance within 8.0 s" in page
     # On the timeline, a dashed line at the kill's time in the chaos group's lane, and the handwritten group's five.

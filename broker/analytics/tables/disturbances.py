@@ -195,9 +195,10 @@ def _seconds(ms: int | None) -> str:
 
 def caused(row: dict[str, Any]) -> str:
     """A row's disturbance and what it did, in words (the report's last column, the job's progress lines):
-    "kill of chaos-1-0 -> rebalance gen 4, detected in 6.0 s", "rule f1 (error) -> no rebalance within 8.0 s"."""
+    "kill (SIGKILL) of chaos-1-0 -> rebalance gen 4, detected in 6.0 s", "rule f1 (error) -> no rebalance within 8.0 s"."""
     if row["event"] == CHAOS_ACTION:
-        what = f"{row['action']} of {row['client_id'] or row['member_id'] or 'a member'}"
+        how = f" ({row['signal']})" if row["signal"] else ""
+        what = f"{row['action']}{how} of {row['client_id'] or row['member_id'] or 'a member'}"
     else:
         what = f"rule {row['rule_id']} ({row['action']})" + (" removed" if row["event"] == FAULT_RULE_REMOVED else "")
     if row["rebalance_generation"] is None and row["rebalance_start_ms"] is None:
