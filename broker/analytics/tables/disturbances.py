@@ -195,7 +195,8 @@ def _seconds(ms: int | None) -> str:
 
 def caused(row: dict[str, Any]) -> str:
     """A row's disturbance and what it did, in words (the report's last column, the job's progress lines):
-    "kill (SIGKILL) of chaos-1-0 -> rebalance gen 4, detected in 6.0 s", "rule f1 (error) -> no rebalance within 8.0 s"."""
+    "kill (SIGKILL) of chaos-1-0 -> rebalance gen 4, detected in 6.0 s",
+    "rule f1 (error) -> no rebalance within 8.0 s"."""
     if row["event"] == CHAOS_ACTION:
         how = f" ({row['signal']})" if row["signal"] else ""
         what = f"{row['action']}{how} of {row['client_id'] or row['member_id'] or 'a member'}"
