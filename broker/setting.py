@@ -15,7 +15,7 @@ that config/ may import them) can all import it without an import pointing up.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,15 @@ def names_from_toml(value: Any) -> str | None:
     return ",".join(value)
 
 
+def did_you_mean(typed: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'json'?)`` for a near miss of one of ``known``, else empty (difflib, loaded on the error
+    path only)."""
+    import difflib
+
+    close = difflib.get_close_matches(typed, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One setting. ``name`` is the TOML key; the flag is ``--name-with-dashes``, the variable GROUP_BROKER_NAME.
@@ -71,6 +80,7 @@ class Setting:
     from_toml_shape: Callable[[Any], str | None] | None = None
     fills: str | None = None
     setting: bool = True  # False for ``config``: it names the file the settings come from, it is not one
+    bounds: tuple[int, int] | None = None  # an integer setting's lowest and highest value (ports)
 
     def field(self) -> Any:
         """The dataclass field this setting fills: its default, and the declaration in its metadata."""
@@ -89,9 +99,25 @@ class Setting:
         return ENV_PREFIX + self.name.upper()
 
     def from_text(self, text: str) -> Any:
-        value = self.parse(text)
+        """The value of ``text`` as the flag or variable gives it; ValueError saying what is allowed (issue 26:
+        never Python's ``invalid literal for int()``; a near miss of a choice gets "did you mean")."""
+        try:
+            value = self.parse(text)
+        except ValueError:
+            if self.parse is int:
+                raise ValueError(f"expected an integer{self._range()}, got {text!r}") from None
+            raise
         if self.choices and value not in self.choices:
-            raise ValueError(f"expected one of {', '.join(self.choices)}, got {text!r}")
+            hint = did_you_mean(text, self.choices)
+            raise ValueError(f"expected one of {', '.join(self.choices)}, got {text!r}{hint}")
+        return self._bounded(value, repr(text))
+
+    def _range(self) -> str:
+        return "" if self.bounds is None else f" from {self.bounds[0]} to {self.bounds[1]}"
+
+    def _bounded(self, value: Any, shown: str) -> Any:
+        if self.bounds is not None and isinstance(value, int) and not self.bounds[0] <= value <= self.bounds[1]:
+            raise ValueError(f"expected an integer{self._range()}, got {shown}")
         return value
 
     def from_toml(self, value: Any) -> Any:
@@ -103,7 +129,7 @@ class Setting:
         expected: type = {int: int, parse_bool: bool}.get(self.parse, str)
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise ValueError(f"expected a TOML {expected.__name__}, got {type(value).__name__} {value!r}")
-        return self.from_text(value) if isinstance(value, str) else value
+        return self.from_text(value) if isinstance(value, str) else self._bounded(value, repr(value))
 
     def default_text(self) -> str:
         if self.shown_default is not None:

@@ -87,8 +87,8 @@ EVENT_SCHEMA = StructType(
         ("kind", StringType()),
         ("topic", StringType()),
         ("partition", IntegerType()),
-        # offsets_committed (debug)
-        ("offsets", StringType()),  # raw JSON: a list of [topic, partition, offset]
+        # offsets_committed (debug), offsets_deleted
+        ("offsets", StringType()),  # raw JSON: a list of [topic, partition, offset] ([topic, partition])
         # version 2: consumer groups (KIP-848); every one of their records has group_type "consumer"
         ("group_type", StringType()),
         ("group_epoch", IntegerType()),

@@ -83,6 +83,7 @@ from broker.chaos.protocols import PROTOCOLS
 from broker.chaos.records import Produced, Records, records_report
 from broker.chaos.schedule import Schedule
 from broker.control.client import ControlClient, ControlError, configured_url
+from broker.control.grace import GraceError, grace_seconds
 
 # What the command line uses: ``add_arguments`` on its ``chaos run`` parser, then ``run``.
 __all__ = ["add_arguments", "main", "run"]
@@ -241,7 +242,12 @@ class Run:
             self.broker = Broker(self.args.bootstrap, self.args.admin or configured_url())
             if consumer_groups:
                 self.display.say("a running broker: its own consumer-group session timeout and heartbeat apply")
-        self.control = ControlClient(self.broker.admin)
+        # A running broker may still be starting (the README starts it in the background): wait for it (issue 26).
+        try:
+            grace_s = 0.0 if self.broker.managed else grace_seconds(self.args)
+        except GraceError as error:
+            raise ChaosError(str(error)) from None
+        self.control = ControlClient(self.broker.admin, grace_s=grace_s)
         try:
             self.control.health()
         except ControlError as error:

@@ -56,7 +56,8 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def client(args: argparse.Namespace) -> ControlClient:
-    return ControlClient(args.admin)
+    """The control API's client; its first request waits out a broker that is starting (``--wait-for-broker``)."""
+    return ControlClient(args.admin, grace_s=getattr(args, "wait_for_broker", None) or 0.0)
 
 
 def emit_json(value: object) -> None:
@@ -254,8 +255,10 @@ def cmd_wait(args: argparse.Namespace) -> int:
             timeout_ms=timeout_ms,
         )
     except ControlError as error:
-        if error.status == 408 and args.json and error.payload.get("group") is not None:
-            emit_json(error.payload["group"])  # how the group was when the wait gave up
+        if error.status == 408 and isinstance(error.payload.get("group"), dict):
+            if args.json:
+                emit_json(error.payload["group"])  # how the group was when the wait gave up
+            raise ControlError(408, timed_out_text(args, error.payload["group"]), error.payload) from None
         raise
     if args.json:
         emit_json(group)
@@ -263,6 +266,24 @@ def cmd_wait(args: argparse.Namespace) -> int:
         print(f"group {group['group_id']}: {group['state']}, {_round(group)}, "
               f"{plural(len(group.get('members') or []), 'member')}")
     return 0
+
+
+def timed_out_text(args: argparse.Namespace, group: Mapping[str, Any]) -> str:
+    """``timed out after 30000 ms: group demo was PreparingRebalance with 2 members at generation 3, wanted
+    Stable`` (issue 26 item 8: a wait that times out says which shape the group was in)."""
+    members = group.get("members")
+    count = len(members) if isinstance(members, list) else members
+    was = f"{group.get('state')} with {plural(count, 'member')} at {_round(group)}"
+    wanted = []
+    if args.state is not None:
+        wanted.append(str(args.state))
+    if args.members is not None:
+        wanted.append(plural(args.members, "member"))
+    if args.min_generation is not None:
+        word = "epoch" if is_consumer_group(group) else "generation"
+        wanted.append(f"{word} {args.min_generation} or later")
+    wanted_text = f", wanted {', '.join(wanted)}" if wanted else ""
+    return f"timed out after {args.timeout_ms} ms: group {group.get('group_id', args.group)} was {was}{wanted_text}"
 
 
 # -- fault rules --------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import socket
 import struct
 
 from broker.control.client import URL_ENV, configured_url
+from broker.control.grace import GraceError, grace_seconds, with_grace
 from broker.server.settings import host_port
 
 BOOTSTRAP_ENV = "GROUP_BROKER_BOOTSTRAP"
@@ -32,7 +33,15 @@ _MAX_ANSWER = 16 * 1024 * 1024  # a Metadata answer for no topics, or one config
 
 
 class DiscoveryError(Exception):
-    """The control API could not be found from the Kafka address; the message says why and what to do."""
+    """The control API could not be found from the Kafka address; the message says why and what to do.
+
+    ``refused``: nothing listens at the address (yet), which ``grace.with_grace`` waits out; ``usage``: a bad
+    value the user gave (exit 2)."""
+
+    def __init__(self, message: str, *, refused: bool = False, usage: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
+        self.usage = usage
 
 
 def settle_admin(args: argparse.Namespace) -> None:
@@ -42,38 +51,47 @@ def settle_admin(args: argparse.Namespace) -> None:
     handler = getattr(args, "_handler", None)
     if handler == "run_unavailable":
         return
+    try:  # --wait-for-broker, else its variable, else the default: settled here for every command (issue 26)
+        args.wait_for_broker = grace_seconds(args)
+    except GraceError as error:
+        raise DiscoveryError(str(error), usage=True) from None
     if handler == "run":
         if args.bootstrap is not None and args.admin is None and not os.environ.get(URL_ENV):
-            args.admin = control_url(args.bootstrap)
+            args.admin = control_url(args.bootstrap, grace_s=args.wait_for_broker)
         return
     if args.admin:
         return
     bootstrap = args.bootstrap
     if bootstrap is None and not os.environ.get(URL_ENV):
         bootstrap = os.environ.get(BOOTSTRAP_ENV) or None
-    args.admin = control_url(bootstrap) if bootstrap else configured_url()
+    args.admin = control_url(bootstrap, grace_s=args.wait_for_broker) if bootstrap else configured_url()
 
 
-def control_url(bootstrap: str, timeout: float = TIMEOUT_S) -> str:
+def control_url(bootstrap: str, timeout: float = TIMEOUT_S, grace_s: float = 0.0) -> str:
     """The control API's URL from the first address of ``bootstrap`` (Kafka's ``HOST:PORT[,HOST:PORT...]``) that
-    answers; the first address's failure when none does."""
-    failures: list[str] = []
+    answers; the first address's failure when none does. While every address refuses the connection (a broker
+    starting), they are all tried again for up to ``grace_s`` seconds (``grace.with_grace``)."""
+    return with_grace(lambda: _first_answer(bootstrap, timeout), target=bootstrap, grace_s=grace_s)
+
+
+def _first_answer(bootstrap: str, timeout: float) -> str:
+    failures: list[DiscoveryError] = []
     for address in (part.strip() for part in bootstrap.split(",")):
         if not address:
             continue
         try:
             return _ask(*_split(address), timeout)
         except DiscoveryError as error:
-            failures.append(str(error))
+            failures.append(error)
     if not failures:
-        raise DiscoveryError(f"--bootstrap {bootstrap!r} names no HOST:PORT")
-    raise DiscoveryError(failures[0])
+        raise DiscoveryError(f"--bootstrap {bootstrap!r} names no HOST:PORT", usage=True)
+    raise DiscoveryError(str(failures[0]), refused=all(f.refused for f in failures), usage=failures[0].usage)
 
 
 def _split(address: str) -> tuple[str, int]:
     host, colon, port = address.rpartition(":")
     if not colon or not port.isdigit() or not host or int(port) > 65535:
-        raise DiscoveryError(f"--bootstrap {address!r} is not HOST:PORT")
+        raise DiscoveryError(f"--bootstrap {address!r} is not HOST:PORT", usage=True)
     return host.strip("[]"), int(port)
 
 
@@ -86,7 +104,8 @@ def _ask(host: str, port: int, timeout: float) -> str:
     except DiscoveryError:
         raise
     except ConnectionRefusedError:
-        raise DiscoveryError(f"nothing listens at {where} (is the broker running, on that port?)") from None
+        nobody = f"nothing listens at {where} (is the broker running, on that port?)"
+        raise DiscoveryError(nobody, refused=True) from None
     except TimeoutError:
         raise DiscoveryError(f"{where} did not answer within {timeout:g} s") from None
     except socket.gaierror as error:

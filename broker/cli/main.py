@@ -24,6 +24,13 @@ if TYPE_CHECKING:
 
 # The commands that talk to the control API: they (and only they) take --admin and --json.
 CONTROL_COMMANDS = ("groups", "describe", "transactions", "watch", "chaos")
+# kafka-consumer-groups.sh's offset and delete actions, over the Kafka protocol (offsets_commands.py).
+OFFSET_COMMANDS = ("reset-offsets", "delete-offsets", "delete-group")
+_OFFSET_HELP = (
+    "reset a group's committed offsets, as kafka-consumer-groups.sh --reset-offsets (a dry run unless --execute)",
+    "delete a group's committed offsets of some topics or partitions (OffsetDelete)",
+    "delete groups that have no members, with their offsets (DeleteGroups)",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -36,7 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(arguments)
     args, unknown = parser.parse_known_args(arguments)
     if unknown and getattr(args, "_handler", None) != "run_unavailable":  # that one says why it cannot run instead
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        from broker.cli import suggest
+
+        parser.error(suggest.unrecognized(parser, arguments, unknown))  # "did you mean --port?" (issue 26)
     if args.command == "serve":
         from broker.config import settings
 
@@ -49,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from broker.cli import health
 
         return health.check(args)
+    if args.command in OFFSET_COMMANDS:  # over the Kafka protocol, not the control API
+        from broker.cli import offsets_commands
+
+        return offsets_commands.run(args)
     if args.command in ("analyze", "generate-events"):
         status = args._run(args)  # analyze returns its exit status; generate-events what it wrote
         return status if isinstance(status, int) else 0
@@ -58,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         discover.settle_admin(args)  # --bootstrap: the control API's URL, asked of the broker (issue 18)
     except discover.DiscoveryError as error:
         print(f"group-broker: {error}", file=sys.stderr)
-        return 1
+        return 2 if error.usage else 1
     return commands.execute(args)
 
 
@@ -67,6 +80,10 @@ class _Parser(argparse.ArgumentParser):
     flags: --help has them); exit 2 as argparse does. Sub-commands inherit the class (add_subparsers)."""
 
     def error(self, message: str) -> NoReturn:
+        if "invalid choice" in message:  # a near miss of a command or a choice: "did you mean" (issue 26)
+            from broker.cli import suggest
+
+            message = suggest.with_hint(message)
         self.exit(2, f"usage: {self.prog} [-h] ... (see {self.prog} --help)\n{self.prog}: error: {message}\n")
 
 
@@ -95,6 +112,7 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
 
         health_check.add_arguments(health)
 
+    _add_offset_commands(commands, arguments)
     _add_lazily(
         commands, arguments, "analyze", "broker.analytics.cli",
         "analyse event logs on Spark: rebalances, members, ownership, summary, report (docs/analytics.md)",
@@ -205,6 +223,7 @@ def _add_control_flags(common: argparse.ArgumentParser) -> None:
     come from the control API's client module, whose imports (urllib.request, http.client) ``--help`` and ``serve``
     can do without. Left None when not given: ``discover.settle_admin`` picks the URL."""
     from broker.cli.discover import BOOTSTRAP_ENV
+    from broker.control import grace
     from broker.control.client import DEFAULT_URL, URL_ENV
 
     common.add_argument(
@@ -221,6 +240,19 @@ def _add_control_flags(common: argparse.ArgumentParser) -> None:
         f"e.g. when its default admin port was taken [env {BOOTSTRAP_ENV}]",
     )
     common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
+    grace.add_argument(common)  # --wait-for-broker S: a broker that is starting is waited for (issue 26)
+
+
+def _add_offset_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], arguments: Sequence[str]
+) -> None:
+    """reset-offsets, delete-offsets, delete-group: their flags (and module) only when one of them runs."""
+    for name, help_text in zip(OFFSET_COMMANDS, _OFFSET_HELP, strict=True):
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        if arguments[:1] == [name]:
+            from broker.cli import offsets_commands
+
+            offsets_commands.add_arguments(name, sub)
 
 
 def _add_lazily(

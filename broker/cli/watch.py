@@ -42,7 +42,10 @@ RECONNECT_S = 1.0
 
 
 def run(args: argparse.Namespace) -> int:
-    api = ControlClient(args.admin, timeout=3.0)
+    # --once and --json wait out a broker that is starting (--wait-for-broker); the live view needs no grace: it
+    # says "broker unreachable" and keeps polling until it answers.
+    live = not args.once and not args.json
+    api = ControlClient(args.admin, timeout=3.0, grace_s=0.0 if live else getattr(args, "wait_for_broker", None) or 0.0)
     if args.json:
         return snapshot_json(api, args.group) if args.once else follow_json(api, args.group)
     console = make_console()

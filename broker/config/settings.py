@@ -113,19 +113,34 @@ class Settings:
             object.__setattr__(self, "cluster_id", random_cluster_id())  # frozen: the one way to fill a field in
         if not 0 <= self.socket_send_buffer_low_bytes <= self.socket_send_buffer_high_bytes:
             raise ValueError(
-                f"socket_send_buffer_low_bytes ({self.socket_send_buffer_low_bytes}) must be between 0 and "
-                f"socket_send_buffer_high_bytes ({self.socket_send_buffer_high_bytes})"
+                f"socket_send_buffer_low_bytes must be between 0 and socket_send_buffer_high_bytes (low "
+                f"{self.socket_send_buffer_low_bytes}, high {self.socket_send_buffer_high_bytes})"
             )
         server.refuse_unserved(self.bind_endpoints())  # before anything binds (issue 25 item 7)
+        self._refuse_a_port_clash()
         if self.listeners:
             ports = [e.port for e in self.listeners if e.port]
             if len(ports) != len(set(ports)):
-                raise ValueError("listeners: each listener needs its own port")
+                raise ValueError("`listeners`: each listener needs its own port")
         known = {e.name for e in self.bind_endpoints()}
         for endpoint in self.advertised_listeners:
             if endpoint.name not in known:
                 raise ValueError(
                     f"advertised.listeners: {endpoint.name} is not a listener (listeners: {', '.join(sorted(known))})"
+                )
+
+    def _refuse_a_port_clash(self) -> None:
+        """The Kafka listener and the control API on one port would fail at the second bind with "Address already
+        in use" (issue 26): refused before anything binds, naming both settings. Not the default admin port when
+        nobody asked for it: that one gives way to a free port (``admin_port_movable``)."""
+        if self.admin_port <= 0 or self.admin_port_movable():
+            return
+        for endpoint in self.bind_endpoints():
+            if endpoint.port == self.admin_port and _hosts_overlap(endpoint.host, self.admin_host):
+                which = "`listeners`" if self.listeners else "`port`"
+                raise ValueError(
+                    f"{which} and `admin_port` are both {self.admin_port}: the Kafka listener and the control API "
+                    "need a port each"
                 )
 
     def bind_endpoints(self) -> tuple[Endpoint, ...]:
@@ -149,6 +164,12 @@ class Settings:
     @staticmethod
     def _default_host(listener: Endpoint) -> str:
         return "localhost" if is_wildcard(listener.host) else listener.host
+
+
+def _hosts_overlap(one: str, other: str) -> bool:
+    """Whether two listening hosts would take the same port: the same host, or a wildcard beside any host."""
+    loopback = ("localhost", "127.0.0.1")
+    return one == other or is_wildcard(one) or is_wildcard(other) or (one in loopback and other in loopback)
 
 
 # --- the collected options -------------------------------------------------------------------------------------
@@ -193,7 +214,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _argparse_type(option: Option) -> Callable[[str], Any]:
     def convert(text: str) -> Any:
         try:
-            return option.parse(text)
+            return option.from_text(text)  # what is allowed, and "did you mean" for a near-miss choice (issue 26)
         except ValueError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
 
@@ -206,28 +227,77 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     env = os.environ if environ is None else environ
     given = vars(args)
     config_path = given.get("config") or env.get(CONFIG_ENV)
-    from_file = load_toml(config_path) if config_path else {}
+    file_keys: dict[str, str] = {}
+    from_file = load_toml(config_path, file_keys) if config_path else {}
     values: dict[str, Any] = {}
     named = {o.name for o in OPTIONS if o.name in given or o.env in env or o.name in from_file}
+    # Where each value came from, as the user wrote it: an error names that, not Kafka's dotted key (issue 26).
+    origins: dict[str, str] = {}
     for option in OPTIONS:
         if option.name in given:
             value = given[option.name]
             values[option.name] = tuple(p for spec in value for p in spec) if option.name == "topic" else value
+            origins[option.name] = option.flag
         elif option.env in env:
             try:
                 values[option.name] = option.from_text(env[option.env])
             except ValueError as error:
                 raise SettingsError(f"{option.env}={env[option.env]!r}: {error}") from None
+            origins[option.name] = option.env
         elif option.name in from_file:
             values[option.name] = from_file[option.name]
+            origins[option.name] = f"{file_keys.get(option.name, option.name)} in {config_path}"
         else:
             values[option.name] = option.default
-    return build(values, frozenset(named))
+    try:
+        return build(values, frozenset(named))
+    except SettingsError as error:
+        raise SettingsError(as_typed(str(error), values, origins)) from None
 
 
-def load_toml(path: str) -> dict[str, Any]:
+def as_typed(message: str, values: Mapping[str, Any], origins: Mapping[str, str]) -> str:
+    """``message`` with each setting it names (Kafka's dotted name, our name, or a name in backquotes) written as
+    the user gave it: ``--group-max-size (-1) must be at least 1``; a default is said to be one."""
+    import re
+
+    spelled: dict[str, Option] = {}
+    for option in OPTIONS:
+        for key in (option.kafka, option.name):
+            if key is not None and ("." in key or "_" in key):
+                spelled.setdefault(key, option)
+    pattern = re.compile(
+        r"`(?P<quoted>[a-z_.]+)`|(?<![\w.-])(?P<bare>" + "|".join(
+            re.escape(key) for key in sorted(spelled, key=len, reverse=True)
+        ) + r")(?![\w-]|\.\w)"
+    )
+
+    def label(match: re.Match[str]) -> str:
+        key = match["quoted"] or match["bare"]
+        option = spelled.get(key) or _BY_KEY.get(key)
+        if option is None:
+            return match[0]
+        where = origins.get(option.name, option.flag)
+        if match["quoted"]:
+            return where
+        value = values.get(option.name, option.default)
+        shown = _value_text(value) + ("" if option.name in origins else ", the default")
+        return f"{where} ({shown})"
+
+    return pattern.sub(label, message)
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def load_toml(path: str, keys: dict[str, str] | None = None) -> dict[str, Any]:
     """A TOML file's settings by option name. Keys are our names or Kafka's; Kafka's dotted names may be quoted
-    (``"group.max.size" = 5``) or written bare, which TOML reads as nested tables and we flatten back."""
+    (``"group.max.size" = 5``) or written bare, which TOML reads as nested tables and we flatten back. ``keys``,
+    when given, is filled with each option's key as the file wrote it (for messages)."""
     import tomllib  # only with a config file: off the start-up path otherwise (issue 17)
     try:
         with open(path, "rb") as file:
@@ -247,6 +317,8 @@ def load_toml(path: str) -> dict[str, Any]:
             values[option.name] = option.from_toml(value)
         except ValueError as error:
             raise SettingsError(f"config file {path}: {key}: {error}") from None
+        if keys is not None:
+            keys[option.name] = key
     return values
 
 

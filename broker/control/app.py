@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from broker.control import bounded_json, console, posted_events
+from broker.control import bounded_json, console, offsets_api, posted_events
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
@@ -25,6 +25,7 @@ from broker.coordinator.modern.consumer.state import ConsumerGroupState
 from broker.coordinator.views import ConsumerMemberDetail, GroupDetail, GroupSummary, MemberDetail
 from broker.events.hub import Record
 from broker.server.faults import FaultSpecError
+from broker.server.settings import host_port
 from broker.transactions.events import partitions_by_topic
 from broker.transactions.state import TxnMetadata, TxnState
 
@@ -239,6 +240,7 @@ class ControlApi:
                 web.post("/v1/groups/{group}/members/{member}/kick", self.kick),
                 web.post("/v1/groups/{group}/instances/{instance}/fence", self.fence),
                 web.post("/v1/groups/{group}/rebalance", self.rebalance),
+                *offsets_api.routes(server, self.limits),  # reset, delete offsets, delete the group
                 web.get("/v1/transactions", self.list_transactions),
                 web.get("/v1/events", self.stream_events),
                 web.post("/v1/events", self.post_event),
@@ -254,11 +256,16 @@ class ControlApi:
     async def protocol_factory(self) -> Callable[[], asyncio.Protocol]:
         """aiohttp's protocol for one connection, made by what this returns: ``ControlListener`` (the broker's
         control socket, broker/server/control_listener.py) hands every accepted connection to it."""
-        self._runner = GuardedAppRunner(self.app, self.limits, shutdown_timeout=1.0)
+        self._runner = GuardedAppRunner(self.app, self.limits, shutdown_timeout=1.0, kafka_listener=self._kafka_at)
         await self._runner.setup()
         server = self._runner.server
         assert server is not None  # setup made it
         return server
+
+    def _kafka_at(self) -> str | None:
+        """The first Kafka listener's advertised address: what a Kafka client on the control port is told."""
+        listeners = self.server.listeners
+        return host_port(listeners[0].api.identity.host, listeners[0].api.identity.port) if listeners else None
 
     async def stop(self) -> None:
         for queue in list(self._streams):

@@ -17,7 +17,7 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 #: The control API's address when nothing else names one: ``serve``'s default admin port on this machine.
@@ -31,12 +31,14 @@ JSON = dict[str, Any]
 class ControlError(Exception):
     """The control API answered an error (``status`` is its HTTP status), or could not be reached (status 0)."""
 
-    def __init__(self, status: int, message: str, payload: JSON | None = None) -> None:
+    def __init__(self, status: int, message: str, payload: JSON | None = None, *, refused: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         # The whole JSON error body when there was one: a timed-out wait carries the group as it was ("group").
         self.payload: JSON = payload if payload is not None else {}
+        # Nothing listens at the address (yet): what a broker that is starting looks like (broker/control/grace.py).
+        self.refused = refused
 
     def __str__(self) -> str:
         return self.message
@@ -64,9 +66,13 @@ def normalize_url(base_url: str) -> str:
 
 
 class ControlClient:
-    def __init__(self, base_url: str = DEFAULT_URL, timeout: float = 10.0) -> None:
+    """``grace_s``: until the API first answers, a refused connection is tried again for this long (a broker
+    that is starting, ``broker/control/grace.py``); once it has answered, every failure is raised at once."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, timeout: float = 10.0, grace_s: float = 0.0) -> None:
         self.base_url = normalize_url(base_url)
         self.timeout = timeout
+        self.grace_s = grace_s
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def __repr__(self) -> str:
@@ -144,6 +150,19 @@ class ControlClient:
     def rebalance(self, group_id: str) -> JSON:
         return self._json("POST", f"/v1/groups/{quote(group_id)}/rebalance")
 
+    # -- offsets (kafka-consumer-groups.sh --reset-offsets, --delete-offsets, --delete) ----------------------
+
+    def reset_offsets(self, group_id: str, body: Mapping[str, Any]) -> JSON:
+        """The plan (committed when ``body["execute"]``): docs/control-api.yaml, ResetRequest and ResetPlan."""
+        return self._json("POST", f"/v1/groups/{quote(group_id)}/offsets/reset", body)
+
+    def delete_offsets(self, group_id: str, topic: str, partitions: Iterable[int] = ()) -> JSON:
+        query = urllib.parse.urlencode([("topic", topic), *(("partition", str(p)) for p in partitions)])
+        return self._json("DELETE", f"/v1/groups/{quote(group_id)}/offsets?{query}")
+
+    def delete_group(self, group_id: str) -> JSON:
+        return self._json("DELETE", f"/v1/groups/{quote(group_id)}")
+
     # -- fault rules ----------------------------------------------------------------------------------------
 
     def faults(self) -> list[JSON]:
@@ -202,17 +221,33 @@ class ControlClient:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         seconds = self.timeout if timeout == -1.0 else timeout
+        if self.grace_s <= 0:
+            return self._send(request, seconds)
+        from broker.control.grace import with_grace
+
+        try:
+            return with_grace(lambda: self._send(request, seconds), target=self.base_url, grace_s=self.grace_s)
+        finally:
+            self.grace_s = 0.0  # it answered (or the grace ran out): a broker that goes away later is not starting
+
+    def _send(self, request: urllib.request.Request, seconds: float | None) -> http.client.HTTPResponse:
         try:
             response = self._opener.open(request, timeout=seconds)
         except urllib.error.HTTPError as error:
             with error:
                 raise _http_error(error) from None
         except urllib.error.URLError as error:
-            raise ControlError(0, f"cannot reach the control API at {self.base_url}: {_reason(error.reason)}") from None
+            raise ControlError(
+                0, f"cannot reach the control API at {self.base_url}: {_reason(error.reason)}",
+                refused=isinstance(error.reason, ConnectionRefusedError),
+            ) from None
         except TimeoutError:
             raise ControlError(0, f"no answer from the control API at {self.base_url} within {seconds}s") from None
         except (ConnectionError, http.client.HTTPException) as error:
-            raise ControlError(0, f"cannot reach the control API at {self.base_url}: {_reason(error)}") from None
+            raise ControlError(
+                0, f"cannot reach the control API at {self.base_url}: {_reason(error)}",
+                refused=isinstance(error, ConnectionRefusedError),
+            ) from None
         assert isinstance(response, http.client.HTTPResponse)
         return response
 

@@ -43,6 +43,7 @@ from aiohttp.typedefs import Handler, Middleware
 from aiohttp.web_protocol import RequestHandler
 
 from broker.control.body_framing import BodyFraming, Framed
+from broker.control.kafka_frames import PREFIX_BYTES, KafkaFrameNotices, looks_like_kafka
 
 log = structlog.get_logger("control")
 
@@ -185,11 +186,14 @@ def _parser_reason(status: int, exc: BaseException | None, message: str | None) 
 class _GuardedRequestHandler(RequestHandler):
     """aiohttp's protocol class with the contract's error answers and a header read time-out."""
 
-    __slots__ = ("_framing", "_header_bytes", "_header_timer", "_limits", "_peer_closed")
+    __slots__ = ("_first", "_framing", "_header_bytes", "_header_timer", "_kafka", "_limits", "_peer_closed")
 
-    def __init__(self, manager: web.Server, *, limits: HttpLimits, **kwargs: Any) -> None:
+    def __init__(self, manager: web.Server, *, limits: HttpLimits, kafka: KafkaOnControl | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._limits = limits
+        self._kafka = kafka
+        self._first = b""  # the connection's first bytes: a Kafka frame is told apart from bad HTTP (issue 26)
         self._header_timer: asyncio.TimerHandle | None = None
         self._header_bytes = 0
         self._peer_closed = False  # the client's FIN came (a reset comes as connection_lost's exception)
@@ -202,6 +206,8 @@ class _GuardedRequestHandler(RequestHandler):
         self._arm_header_timer()  # the first request must begin and end within the time-out
 
     def data_received(self, data: bytes) -> None:
+        if len(self._first) < PREFIX_BYTES:
+            self._first += data[: PREFIX_BYTES - len(self._first)]
         if self._header_timer is None and self._awaiting_request():
             self._arm_header_timer()  # a later request on a kept-alive connection has begun
         if self._header_timer is not None:
@@ -296,6 +302,8 @@ class _GuardedRequestHandler(RequestHandler):
         if status >= 500:
             log.error("control request failed", peer=peer, status=status, exc_info=exc)
             answer = json_error(status, f"internal error ({HTTPStatus(status).phrase})")
+        elif self._kafka is not None and isinstance(exc, BadHttpMethod) and looks_like_kafka(self._first):
+            answer = json_error(status, f"bad HTTP request: {self._kafka.said_to(self.peername)}")
         else:
             reason = _parser_reason(status, exc, message)
             user_agent = request.headers.get("User-Agent")
@@ -363,10 +371,35 @@ def _before_routing(handle: ServerHandler, limits: HttpLimits) -> ServerHandler:
     return handler
 
 
+class KafkaOnControl:
+    """A Kafka client's frame on the control port: one warning per connection at most, and at most one per
+    ``kafka_frames.INTERVAL_S`` per client host, naming the Kafka listener (``kafka_listener()``, asked when said:
+    the control port is bound before the Kafka port)."""
+
+    def __init__(self, kafka_listener: Callable[[], str | None]) -> None:
+        self.kafka_listener = kafka_listener
+        self.notices = KafkaFrameNotices()
+
+    def said_to(self, peername: Any) -> str:
+        """What the client is told (and, when due, the log): this is HTTP, and where Kafka is."""
+        where = self.kafka_listener()
+        said = "this is the control API (HTTP)" + (f"; the Kafka listener is at {where}" if where else "")
+        host = str(peername[0]) if isinstance(peername, tuple) and peername else str(peername)
+        left_out = self.notices.due(host)
+        if left_out is not None:
+            log.warning(
+                "kafka client on the control port", peer=_peer(peername), reason=said, kafka_listener=where,
+                left_out=left_out, left_out_s=self.notices.interval_s,
+            )
+        return said
+
+
 class _GuardedServer(web.Server):
     """``web.Server`` whose connections are ``_GuardedRequestHandler``s (``__call__`` is the protocol factory)."""
 
-    def __init__(self, base: web.Server, limits: HttpLimits, handler_options: dict[str, Any]) -> None:
+    def __init__(
+        self, base: web.Server, limits: HttpLimits, handler_options: dict[str, Any], kafka: KafkaOnControl | None
+    ) -> None:
         super().__init__(
             _before_routing(base.request_handler, limits),
             request_factory=base.request_factory,
@@ -374,18 +407,24 @@ class _GuardedServer(web.Server):
             **handler_options,
         )
         self.limits = limits
+        self.kafka = kafka
 
     def __call__(self) -> RequestHandler:
-        return _GuardedRequestHandler(self, loop=self._loop, limits=self.limits, **self._kwargs)
+        return _GuardedRequestHandler(self, loop=self._loop, limits=self.limits, kafka=self.kafka, **self._kwargs)
 
 
 class GuardedAppRunner(web.AppRunner):
     """``web.AppRunner`` serving ``app`` within ``limits``, every error as the contract's JSON."""
 
-    __slots__ = ("_handler_options", "_limits")
+    __slots__ = ("_handler_options", "_kafka", "_limits")
 
-    def __init__(self, app: web.Application, limits: HttpLimits, shutdown_timeout: float = 1.0) -> None:
+    def __init__(
+        self, app: web.Application, limits: HttpLimits, shutdown_timeout: float = 1.0,
+        kafka_listener: Callable[[], str | None] | None = None,
+    ) -> None:
+        """``kafka_listener``: the Kafka listener's address, which a Kafka client on this port is told."""
         self._limits = limits
+        self._kafka = KafkaOnControl(kafka_listener) if kafka_listener is not None else None
         self._handler_options: dict[str, Any] = {
             "access_log": None,
             "keepalive_timeout": limits.keepalive_timeout_s,
@@ -400,4 +439,5 @@ class GuardedAppRunner(web.AppRunner):
         # The application's own server (its start-up signals run, its handler and request factory), then the
         # same with the guarded protocol class: Server's __call__ is the one place that class is named.
         base = await super()._make_server()
-        return _GuardedServer(base, self._limits, {"loop": asyncio.get_running_loop(), **self._handler_options})
+        options = {"loop": asyncio.get_running_loop(), **self._handler_options}
+        return _GuardedServer(base, self._limits, options, self._kafka)

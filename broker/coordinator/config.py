@@ -108,7 +108,9 @@ class GroupConfig:
         if unknown or "classic" not in self.rebalance_protocols:
             raise ValueError("group.coordinator.rebalance.protocols must list classic, and may add consumer")
         if min(self.consumer_min_session_timeout_ms, self.consumer_min_heartbeat_interval_ms) < 1:
-            raise ValueError("group.consumer.min.session.timeout.ms and min.heartbeat.interval.ms must be at least 1")
+            raise ValueError(
+                "group.consumer.min.session.timeout.ms and group.consumer.min.heartbeat.interval.ms must be at least 1"
+            )
         if self.consumer_min_session_timeout_ms > self.consumer_max_session_timeout_ms:
             raise ValueError("group.consumer.min.session.timeout.ms exceeds group.consumer.max.session.timeout.ms")
         if self.consumer_min_heartbeat_interval_ms > self.consumer_max_heartbeat_interval_ms:
@@ -120,13 +122,19 @@ class GroupConfig:
             <= self.consumer_session_timeout_ms
             <= self.consumer_max_session_timeout_ms
         ):
-            raise ValueError("group.consumer.session.timeout.ms must lie within its min and max")
+            raise ValueError(
+                "group.consumer.session.timeout.ms must lie within its min and max: "
+                "group.consumer.min.session.timeout.ms and group.consumer.max.session.timeout.ms"
+            )
         if not (
             self.consumer_min_heartbeat_interval_ms
             <= self.consumer_heartbeat_interval_ms
             <= self.consumer_max_heartbeat_interval_ms
         ):
-            raise ValueError("group.consumer.heartbeat.interval.ms must lie within its min and max")
+            raise ValueError(
+                "group.consumer.heartbeat.interval.ms must lie within its min and max: "
+                "group.consumer.min.heartbeat.interval.ms and group.consumer.max.heartbeat.interval.ms"
+            )
         if self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms:
             raise ValueError(
                 "group.consumer.heartbeat.interval.ms must be lower than group.consumer.session.timeout.ms"

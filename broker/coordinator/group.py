@@ -97,6 +97,10 @@ class GroupKeeper(Protocol):
         """After an accepted OffsetCommit: what the type does besides storing (a classic member's proof of life)."""
         ...
 
+    def offsets_deleted(self, group_id: str, deleted: list[tuple[str, int]]) -> None:
+        """OffsetDelete removed these partitions' offsets (as requested): the ``offsets_deleted`` event."""
+        ...
+
     def offsets_expired(self, group_id: str) -> None:
         """Retention removed the group's last committed offsets: the ``offsets_expired`` event."""
         ...

@@ -30,6 +30,8 @@ GROUP_EMPTIED = "group_emptied"
 GROUP_DELETED = "group_deleted"
 OFFSETS_EXPIRED = "offsets_expired"
 OFFSETS_COMMITTED = "offsets_committed"
+# Added within version 2: OffsetDelete removed some of a group's committed offsets (an admin action).
+OFFSETS_DELETED = "offsets_deleted"
 # Version 2: KIP-848 consumer groups (docs/events.md, "Consumer groups").
 GROUP_EPOCH_BUMPED = "group_epoch_bumped"
 TARGET_ASSIGNMENT_COMPUTED = "target_assignment_computed"
@@ -75,6 +77,7 @@ EVENTS = frozenset(
         GROUP_DELETED,
         OFFSETS_EXPIRED,
         OFFSETS_COMMITTED,
+        OFFSETS_DELETED,
         GROUP_EPOCH_BUMPED,
         TARGET_ASSIGNMENT_COMPUTED,
         MEMBER_RECONCILED,

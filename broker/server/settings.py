@@ -133,7 +133,9 @@ def _host_counts_from_toml(value: Any) -> str | None:
 # -- where the broker listens and who it is --------------------------------------------------------------------
 
 HOST = Setting("host", "0.0.0.0", str, "address to listen on (when --listeners is not set)")
-PORT = Setting("port", 9092, int, "port to listen on (0 picks a free one; when --listeners is not set)")
+PORT = Setting(
+    "port", 9092, int, "port to listen on (0 picks a free one; when --listeners is not set)", bounds=(0, 65535)
+)
 LISTENERS = Setting(
     "listeners", (), parse_endpoints, "NAME://HOST:PORT,...: one listener each, overrides --host/--port",
     kafka="listeners", kafka_default="PLAINTEXT://:9092", shown_default="PLAINTEXT://HOST:PORT",
@@ -149,7 +151,9 @@ ADVERTISED_HOST = Setting(
     "advertised_host", None, str, "host to advertise for listeners without an advertised.listeners entry",
     shown_default="listen host, or localhost",
 )
-ADVERTISED_PORT = Setting("advertised_port", None, int, "port to advertise likewise", shown_default="the bound port")
+ADVERTISED_PORT = Setting(
+    "advertised_port", None, int, "port to advertise likewise", shown_default="the bound port", bounds=(1, 65535)
+)
 NODE_ID = Setting("node_id", 1, int, "this broker's node id", kafka="node.id", kafka_default="-1 (must be set)")
 CLUSTER_ID = Setting(  # empty: a random one in Kafka's format, drawn by Settings.__post_init__
     "cluster_id", "", str, "cluster id reported in Metadata (Kafka's comes from `kafka-storage.sh format`)",
@@ -197,4 +201,5 @@ ADMIN_PORT = Setting(  # its default, when taken and not asked for, gives way to
     "admin_port", 9644, int,
     "port of the HTTP control API (0 picks a free one, -1 turns it off; the default, when taken and not asked "
     "for, gives way to a free one)",
+    bounds=(-1, 65535),
 )

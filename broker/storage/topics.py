@@ -336,9 +336,18 @@ def _unified(name: str) -> str:
 
 
 def parse_topic_spec(spec: str) -> tuple[str, int]:
-    """``NAME`` or ``NAME:PARTITIONS``."""
-    name, _, count = spec.partition(":")
-    partitions = int(count) if count else 1
-    if not is_valid_topic_name(name) or partitions < 1:
-        raise ValueError(f"bad topic spec {spec!r}: expected NAME:PARTITIONS")
+    """``NAME`` or ``NAME:PARTITIONS``; a bad one is refused saying which half is wrong and what it may be."""
+    name, _, count = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    if not is_valid_topic_name(name):
+        raise ValueError(
+            f"bad topic spec {shown(spec)}: {shown(name)} is not a legal topic name (1 to {_MAX_NAME_LENGTH} "
+            "of a-z A-Z 0-9 . _ -; NAME:PARTITIONS, e.g. orders:6)"
+        )
+    if not count:
+        return name, 1
+    if not count.strip().lstrip("+-").isdigit():
+        raise ValueError(f"bad topic spec {shown(spec)}: partitions {count!r} is not an integer (e.g. {name}:6)")
+    partitions = int(count)
+    if partitions < 1:
+        raise ValueError(f"bad topic spec {shown(spec)}: partitions must be >= 1, got {partitions} (e.g. {name}:6)")
     return name, partitions

@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar
 
@@ -268,6 +269,62 @@ class BrokerControl:
         """Delete every fault rule; how many there were."""
         return self.client.clear_faults()
 
+    # -- offsets ---------------------------------------------------------------------------------------------
+
+    def reset_offsets(
+        self,
+        group: str,
+        topic: str | None = None,
+        partitions: Iterable[int] | None = None,
+        *,
+        topics: Mapping[str, Iterable[int] | None] | None = None,
+        all_topics: bool = False,
+        to_earliest: bool = False,
+        to_latest: bool = False,
+        to_offset: int | None = None,
+        shift_by: int | None = None,
+        to_datetime: str | datetime | None = None,
+        by_duration: str | timedelta | None = None,
+        execute: bool = True,
+    ) -> dict[tuple[str, int], int]:
+        """Reset the group's committed offsets as ``kafka-consumer-groups.sh --reset-offsets`` does: the scope is
+        ``topic`` (with ``partitions``, else all of them), ``topics`` ({topic: partitions or None}) or
+        ``all_topics``, and exactly one target. Committed unless ``execute=False`` (a dry run); the new offset of
+        each partition. ControlError(409) while the group has members, (400) for bad arguments."""
+        scope: dict[str, list[int] | None] = {}
+        if topic is not None:
+            scope[topic] = None if partitions is None else list(partitions)
+        for name, wanted in (topics or {}).items():
+            scope[name] = None if wanted is None else list(wanted)
+        body: dict[str, Any] = {"execute": execute}
+        if scope:
+            body["topics"] = scope
+        if all_topics:
+            body["all_topics"] = True
+        if to_earliest and to_latest:
+            raise ValueError("exactly one target: to_earliest or to_latest, not both")
+        if to_earliest or to_latest:
+            body["to"] = "earliest" if to_earliest else "latest"
+        for key, value in (("to_offset", to_offset), ("shift_by", shift_by)):
+            if value is not None:
+                body[key] = value
+        if to_datetime is not None:
+            body["to_datetime"] = to_datetime.isoformat() if isinstance(to_datetime, datetime) else to_datetime
+        if by_duration is not None:
+            body["by_duration"] = _iso_duration(by_duration) if isinstance(by_duration, timedelta) else by_duration
+        plan = self.client.reset_offsets(group, body)
+        return {(row["topic"], row["partition"]): row["new_offset"] for row in plan["offsets"]}
+
+    def delete_offsets(self, group: str, topic: str, partitions: Iterable[int] = ()) -> list[tuple[str, int]]:
+        """OffsetDelete for one topic (all its partitions unless named); the partitions whose offsets went.
+        ControlError(409) with Kafka's error (GROUP_SUBSCRIBED_TO_TOPIC while a member subscribes to it)."""
+        answer = self.client.delete_offsets(group, topic, partitions)
+        return [(row["topic"], row["partition"]) for row in answer["offsets"]]
+
+    def delete_group(self, group: str) -> None:
+        """DeleteGroups for one group; ControlError(409, NON_EMPTY_GROUP) while it has members, (404) if none."""
+        self.client.delete_group(group)
+
     # -- rebalance checks -----------------------------------------------------------------------------------
 
     def no_rebalance(self, group: str) -> RebalanceCheck:
@@ -412,3 +469,13 @@ class AsyncControl:
         self.fault = _threaded(control.fault)
         self.faults = _threaded(control.faults)
         self.clear_faults = _threaded(control.clear_faults)
+        self.reset_offsets = _threaded(control.reset_offsets)
+        self.delete_offsets = _threaded(control.delete_offsets)
+        self.delete_group = _threaded(control.delete_group)
+
+
+def _iso_duration(duration: timedelta) -> str:
+    """A ``timedelta`` as an ISO-8601 duration in seconds (``PT90.5S``), which the broker reads as Java does."""
+    millis = round(duration.total_seconds() * 1000)
+    sign, millis = ("-", -millis) if millis < 0 else ("", millis)
+    return f"{sign}PT{millis // 1000}.{millis % 1000:03d}S"

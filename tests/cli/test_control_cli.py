@@ -527,7 +527,7 @@ def test_unknown_group_exits_1_with_the_api_message(broker: Broker, api: Control
 def test_unreachable_broker_exits_1() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     for args in (["groups"], ["describe", "g"], ["chaos", "fault", "list"], ["watch", "--once"]):
-        message = failed(cli(None, *args, "--admin", url))
+        message = failed(cli(None, *args, "--admin", url, "--wait-for-broker", "0"))  # the grace: test_broker_grace
         assert f"cannot reach the control API at {url}" in message
     with pytest.raises(ControlError) as raised:
         ControlClient(url).groups()

@@ -75,11 +75,12 @@ def test_chaos_commands_reach_the_same_broker(broker: BrokerProcess) -> None:
 
 def test_admin_wins_over_bootstrap(broker: BrokerProcess) -> None:
     elsewhere = f"http://127.0.0.1:{free_port()}"
-    done = cli("groups", "--bootstrap", broker.bootstrap, "--admin", elsewhere)
+    done = cli("groups", "--bootstrap", broker.bootstrap, "--admin", elsewhere, "--wait-for-broker", "0")
     assert done.returncode == 1
     assert elsewhere in done.stderr
     # The URL variable wins over the bootstrap variable; the --bootstrap flag over both variables.
-    done = cli("groups", GROUP_BROKER_ADMIN_URL=elsewhere, GROUP_BROKER_BOOTSTRAP=broker.bootstrap)
+    done = cli("groups", GROUP_BROKER_ADMIN_URL=elsewhere, GROUP_BROKER_BOOTSTRAP=broker.bootstrap,
+               GROUP_BROKER_WAIT_FOR_BROKER="0")
     assert (done.returncode, elsewhere in done.stderr) == (1, True)
     done = cli("groups", "--bootstrap", broker.bootstrap, GROUP_BROKER_ADMIN_URL=elsewhere)
     assert (done.returncode, done.stdout.strip()) == (0, "no groups")
@@ -87,7 +88,7 @@ def test_admin_wins_over_bootstrap(broker: BrokerProcess) -> None:
 
 def test_nothing_listening_and_not_kafka_are_told_apart(broker: BrokerProcess) -> None:
     port = free_port()
-    done = cli("groups", "--bootstrap", f"127.0.0.1:{port}")
+    done = cli("groups", "--bootstrap", f"127.0.0.1:{port}", "--wait-for-broker", "0")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.strip() == (
         f"group-broker: nothing listens at 127.0.0.1:{port} (is the broker running, on that port?)"
@@ -98,7 +99,7 @@ def test_nothing_listening_and_not_kafka_are_told_apart(broker: BrokerProcess) -
     assert done.stderr.startswith(f"group-broker: {http} did not answer as a Kafka broker")
     assert "--admin URL" in done.stderr
     done = cli("groups", "--bootstrap", "no-port")
-    assert (done.returncode, done.stderr.strip()) == (1, "group-broker: --bootstrap 'no-port' is not HOST:PORT")
+    assert (done.returncode, done.stderr.strip()) == (2, "group-broker: --bootstrap 'no-port' is not HOST:PORT")
 
 
 def test_a_kafka_broker_without_the_config_is_not_a_group_broker() -> None:

@@ -1304,7 +1304,8 @@ async def test_unknown_path_is_404_json(api: ControlClient, path: str) -> None:
     [
         ("PUT", "/v1/faults"),
         ("POST", "/healthz"),
-        ("DELETE", "/v1/groups/g"),
+        ("PUT", "/v1/groups/g"),  # DELETE is DeleteGroups (version 1.4)
+        ("GET", "/v1/groups/g/offsets/reset"),
         ("GET", "/v1/groups/g/rebalance"),
         ("GET", "/v1/groups/g/members/m/kick"),
         ("POST", "/v1/faults/f1"),

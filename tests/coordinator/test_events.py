@@ -697,3 +697,18 @@ def test_every_emitted_event_is_documented() -> None:
     doc = EVENTS_DOC.read_text()
     undocumented = sorted(name for name in names if not re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", doc))
     assert not undocumented, f"events the coordinator emits but docs/events.md does not describe: {undocumented}"
+
+
+def test_offsets_deleted_names_what_offset_delete_removed_and_nothing_when_all_was_refused() -> None:
+    h = EventHarness(topics={"topic": 4, "other": 2})
+    admin = CommitRequest(GROUP, (("other", (PartitionCommit(0, 3), PartitionCommit(1, 4))),))
+    assert h.coordinator.commit_offsets(admin) == (("other", ((0, E.none), (1, E.none))),)
+    h.take()
+    assert h.coordinator.delete_offsets(GROUP, [("other", [1])]).error is E.none
+    assert_events(h.take(), [("offsets_deleted", {"offsets": [["other", 1]]})])
+
+    h.stable_group(1)  # one member, subscribed to "topic"
+    h.take()
+    result = h.coordinator.delete_offsets(GROUP, [("topic", [0])])
+    assert result.topics == (("topic", ((0, E.group_subscribed_to_topic),)),)
+    assert h.take() == []

@@ -66,7 +66,8 @@ export function groupPage(root, groupId, setStatus) {
   const timeline = el("div", { class: "timeline-box", dataset: { testid: "timeline-box" } });
   const legend = el("p", { class: "legend muted" },
     "Bars: partitions owned (hatched: pending revocation). Red shade: partitions without an owner. ",
-    "Grey hatch on a lane: the silence before an expiry. Vertical lines: rebalances, labelled with their cause.");
+    "Grey hatch on a lane: the silence before an expiry. Red box on a live lane: the time a member was out (kicked, ",
+    "expired) before it re-joined under its id. Vertical lines: rebalances, labelled with their cause.");
   const membersBody = el("tbody");
   const membersHead = el("thead");
   const membersTable = el("table", { class: "members", dataset: { testid: "members-table" } }, membersHead, membersBody);

@@ -7,6 +7,9 @@
 // bars run on until a sync_completed leaves them out. Consumer groups (KIP-848): ownership comes from each
 // member's member_reconciled (`assigned`, and `pending_revocation` drawn as still held but being revoked,
 // docs/spec/consumer-groups.md section 5.1); the member epochs are kept per lane.
+//
+// A KIP-848 member keeps its client-chosen id: kicked or expired, it re-joins at epoch 0 under the same id, so its
+// lane comes back to life (its departure kept in `pastEnds`, drawn as a mark) instead of staying ended.
 
 const tp = (topic, partition) => `${topic}-${partition}`;
 
@@ -43,6 +46,7 @@ class Lane {
     this.startMs = ts;
     this.endMs = null;
     this.endCause = null; // left, expired, kicked, fenced
+    this.pastEnds = []; // {ts, cause}: departures it came back from (a member that re-joined under its id)
     this.silence = null; // {start, end}: the span a member sent nothing before it expired
     this.bars = []; // {key, topic, partition, start, end, pending}
     this.open = new Map(); // key -> the bar still open
@@ -52,6 +56,15 @@ class Lane {
 
   get active() {
     return this.endMs === null;
+  }
+
+  // Back in the group under the same member id: live again, its departure kept as a past mark.
+  revive(ts) {
+    if (this.active) return;
+    this.pastEnds.push({ ts: this.endMs, cause: this.endCause, back: ts });
+    this.endMs = null;
+    this.endCause = null;
+    this.state = null;
   }
 
   owned() {
@@ -114,6 +127,7 @@ export class History {
     this.lastSeq = 0;
     this.expiries = new Map(); // member id -> its member_expired record, for the next marker
     this.openGap = null;
+    this.lastJoined = null; // consumer groups: the member of the last member_joined, until the next epoch bump
   }
 
   static from(events, groupType) {
@@ -122,8 +136,11 @@ export class History {
     return history;
   }
 
-  lane(memberId, ts, fields) {
+  // The member's lane, created if need be; `revive`: the event says the member is in the group now, so an ended
+  // lane (a consumer-group member that re-joined under its id) is live again.
+  lane(memberId, ts, fields, revive = false) {
     let lane = this.lanes.get(memberId);
+    if (lane && revive) lane.revive(ts);
     if (!lane) {
       lane = new Lane(memberId, ts, fields);
       this.lanes.set(memberId, lane);
@@ -171,7 +188,7 @@ export class History {
   addClassic(event, ts) {
     switch (event.event) {
       case "member_joined":
-        this.lane(event.member_id, ts, event);
+        this.lane(event.member_id, ts, event, true);
         break;
       case "member_left":
         this.end(event.member_id, ts, "left");
@@ -218,18 +235,27 @@ export class History {
   addConsumer(event, ts) {
     switch (event.event) {
       case "member_joined":
-        this.lane(event.member_id, ts, event);
+        this.lane(event.member_id, ts, event, true);
+        this.lastJoined = event.member_id;
         break;
-      case "group_epoch_bumped":
-        this.marker(ts, event.cause, event.member_id, { epoch: event.group_epoch });
+      case "group_epoch_bumped": {
+        // A subscription_changed bump right after the member's member_joined is its join (the heartbeat that joins
+        // carries the subscription); otherwise a member changed what it subscribes to.
+        const extra = { epoch: event.group_epoch };
+        if (event.cause === "subscription_changed") {
+          extra.label = event.member_id && event.member_id === this.lastJoined ? "joined" : "subscription changed";
+        }
+        this.lastJoined = null;
+        this.marker(ts, event.cause, event.member_id, extra);
         break;
+      }
       case "target_assignment_computed":
         for (const move of event.moved ?? []) {
           this.partitions.set(tp(move.topic, move.partition), { topic: move.topic, partition: move.partition });
         }
         break;
       case "member_reconciled": {
-        const lane = this.lane(event.member_id, ts);
+        const lane = this.lane(event.member_id, ts, undefined, true);
         for (const set of [event.assigned, event.pending_revocation]) {
           for (const [topic, partitions] of Object.entries(set ?? {})) {
             for (const p of partitions) this.partitions.set(tp(topic, p), { topic, partition: p });

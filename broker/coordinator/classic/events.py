@@ -179,6 +179,10 @@ class GroupEventLog:
         }
         self._emit(names.OFFSETS_COMMITTED, group, fields, debug=True)
 
+    def offsets_deleted(self, group: ClassicGroup, deleted: Iterable[tuple[str, int]]) -> None:
+        """OffsetDelete's tombstones, as (topic, partition)."""
+        self._emit(names.OFFSETS_DELETED, group, {"offsets": [list(key) for key in deleted]})
+
     def offsets_expired(self, group: ClassicGroup) -> None:
         self._emit(names.OFFSETS_EXPIRED, group, {})
 

@@ -101,6 +101,9 @@ class ClassicGroups:
             ]
             events.offsets_committed(group, request.member_id, request.generation_id, committed)
 
+    def offsets_deleted(self, group_id: str, deleted: list[tuple[str, int]]) -> None:
+        self.events.offsets_deleted(self.groups[group_id], deleted)
+
     def offsets_expired(self, group_id: str) -> None:
         self.events.offsets_expired(self.groups[group_id])
 

@@ -204,15 +204,20 @@ class OffsetManager:
         if error is not None:
             return OffsetDeleteResult(error)
         results = []
+        deleted: list[tuple[str, int]] = []
         for topic, partitions in topics:
             if group.is_subscribed_to(topic):
                 results.append((topic, tuple((p, E.group_subscribed_to_topic) for p in partitions)))
                 continue
+            partitions = tuple(partitions)
             for partition in partitions:
                 self._store.remove(group_id, (topic, partition))
+                deleted.append((topic, partition))
             # transactions.md 5.5: the tombstone also removes the pending transactional offsets.
             self.transactional.remove(group_id, ((topic, p) for p in partitions))
             results.append((topic, tuple((p, E.none) for p in partitions)))
+        if deleted:
+            self._keepers[group.group_type].offsets_deleted(group_id, deleted)
         return OffsetDeleteResult(E.none, tuple(results))
 
     def delete_group_offsets(self, group_id: str) -> None:

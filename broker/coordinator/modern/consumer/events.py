@@ -52,6 +52,22 @@ class ConsumerGroupEventLog:
     def group_deleted(self, group: ConsumerGroup, reason: str) -> None:
         self._emit(names.GROUP_DELETED, group, {"reason": reason})
 
+    def offsets_committed(
+        self, group: ConsumerGroup, member_id: str, member_epoch: int, offsets: list[tuple[str, int, int]]
+    ) -> None:
+        """A debug event, as a classic group's: ``generation_id`` is the member epoch the commit carried (-1 for an
+        admin's commit, as a reset's)."""
+        fields = {
+            "member_id": member_id,
+            "generation_id": member_epoch,
+            "offsets": [list(committed) for committed in offsets],
+        }
+        self._emit(names.OFFSETS_COMMITTED, group, fields, debug=True)
+
+    def offsets_deleted(self, group: ConsumerGroup, deleted: list[tuple[str, int]]) -> None:
+        """As a classic group's: OffsetDelete's tombstones, as (topic, partition)."""
+        self._emit(names.OFFSETS_DELETED, group, {"offsets": [list(key) for key in deleted]})
+
     def offsets_expired(self, group: ConsumerGroup) -> None:
         """As a classic group's: retention removed the group's last committed offsets (section 8.5)."""
         self._emit(names.OFFSETS_EXPIRED, group, {})

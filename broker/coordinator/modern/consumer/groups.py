@@ -79,7 +79,20 @@ class ConsumerGroups:
         self.delete(self.registry.consumer(group_id), why)
 
     def offsets_committed(self, request: CommitRequest, results: PartitionErrors) -> None:
-        """Nothing more: a consumer group's session is kept by its heartbeats alone (section 8.1)."""
+        """The debug ``offsets_committed`` event; nothing more: a consumer group's session is kept by its
+        heartbeats alone (section 8.1)."""
+        events = self.events
+        if events.wants_debug:
+            committed = [
+                (topic, commit.partition, commit.offset)
+                for (topic, commits), (_, errors) in zip(request.topics, results, strict=True)
+                for commit, (_, error) in zip(commits, errors, strict=True)
+                if error.value == 0
+            ]
+            events.offsets_committed(self.groups[request.group_id], request.member_id, request.generation_id, committed)
+
+    def offsets_deleted(self, group_id: str, deleted: list[tuple[str, int]]) -> None:
+        self.events.offsets_deleted(self.groups[group_id], deleted)
 
     def offsets_expired(self, group_id: str) -> None:
         self.events.offsets_expired(self.groups[group_id])
