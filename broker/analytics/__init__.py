@@ -21,4 +21,4 @@ from __future__ import annotations
 __all__ = ["TABLES"]
 
 #: The Parquet tables the job writes under ``--out``, in the order it writes them.
-TABLES = ("input", "rebalances", "members", "ownership", "summary")
+TABLES = ("input", "rebalances", "members", "ownership", "summary", "disturbances")

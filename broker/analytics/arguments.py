@@ -20,7 +20,8 @@ from typing import Any
 PROGRAM = "group-broker analyze"
 DESCRIPTION = (
     "Analyse the broker's JSON-lines event logs (--event-log; format: docs/events.md) on Spark: rebalances, "
-    "membership intervals, partition ownership and a summary, as Parquet tables and summary.json under --out "
+    "membership intervals, partition ownership, a summary and the disturbances (kills, fault rules) with the "
+    "rebalance each caused, as Parquet tables and summary.json under --out "
     "(docs/analytics.md)."
 )
 #: Spark 4 runs on Java 17 or newer (pyspark's own requirement; docs/analytics.md).

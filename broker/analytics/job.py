@@ -39,6 +39,7 @@ from broker.analytics.session import (
     under_spark_submit,
 )
 from broker.analytics.tables import build, sequence_events
+from broker.analytics.tables.disturbances import caused, disturbances_table
 from broker.analytics.tables.members import members_output
 from broker.analytics.tables.ownership import ownership_output
 from broker.analytics.tables.summary import summary_table
@@ -50,6 +51,8 @@ from broker.events.names import FORMAT_VERSION
 #: job's filters are all explicit; nothing it needs comes from inferred ones.
 CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
 COALESCE = "spark.sql.adaptive.coalescePartitions.enabled"
+#: The disturbances the progress lines name, with the rebalance each caused (the table has them all).
+DISTURBANCES_SHOWN = 10
 
 
 @dataclass
@@ -181,6 +184,17 @@ def _analyse(
     say("writing summary")
     summary = summary_table(spark.read.parquet(_join(out, "rebalances")), spark.read.parquet(_join(out, "members")))
     result.rows["summary"] = _write(summary, _join(out, "summary"))
+    say("writing disturbances")
+    disturbances = disturbances_table(
+        events, spark.read.parquet(_join(out, "rebalances")), spark.read.parquet(_join(out, "members"))
+    )
+    result.rows["disturbances"] = _write(disturbances, _join(out, "disturbances"))
+    if result.rows["disturbances"]:  # what a chaos run asks first: which kill caused which rebalance
+        written = spark.read.parquet(_join(out, "disturbances"))
+        for row in written.orderBy("ts_ms", "run_id", "seq").limit(DISTURBANCES_SHOWN).collect():
+            say(f"  {row['group_id'] or '(every group)'}: {caused(row.asDict())}")
+        if result.rows["disturbances"] > DISTURBANCES_SHOWN:
+            say(f"  ... {result.rows['disturbances'] - DISTURBANCES_SHOWN} more in the disturbances table")
 
     overall = spark.read.parquet(_join(out, "summary")).where(F.col("scope") == "all").collect()
     result.overall = overall[0].asDict(recursive=True) if overall else {}

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from broker.analytics.schema import CORRUPT, INPUT_KINDS, PARSED_SCHEMA
 from broker.events.names import (
     COMMON,
+    DISTURBANCE_EVENTS,
     EVENTS,
     FORMAT_VERSION,
     GROUP_EPOCH_BUMPED,
@@ -36,8 +37,9 @@ EXAMPLE_CHARS = 200
 #: The oldest format version read. Version 2 only added events and fields (KIP-848 consumer groups,
 #: docs/events.md), so a version-1 log reads as it always did, next to version-2 ones.
 OLDEST_VERSION = 1
-#: The events version 2 added: in a version-1 record they are not that format's, so ``unknown_event``.
-V2_EVENTS = frozenset({GROUP_EPOCH_BUMPED, TARGET_ASSIGNMENT_COMPUTED, MEMBER_RECONCILED})
+#: The events version 2 added: in a version-1 record they are not that format's, so ``unknown_event``. (The
+#: transaction events were added within version 2 as well, but version-1 logs were read with them all along.)
+V2_EVENTS = frozenset({GROUP_EPOCH_BUMPED, TARGET_ASSIGNMENT_COMPUTED, MEMBER_RECONCILED, *DISTURBANCE_EVENTS})
 
 
 class InputError(Exception):

@@ -103,6 +103,15 @@ EVENT_SCHEMA = StructType(
         ("subscribed_topic_names", StringType()),  # raw JSON: not needed
         ("subscribed_topic_regex", StringType()),
         ("server_assignor", StringType()),
+        # added within version 2: disturbances (fault_rule_added, fault_rule_removed, chaos_action)
+        ("action", StringType()),
+        ("signal", StringType()),
+        ("pid", LongType()),
+        ("note", StringType()),
+        ("rule_id", StringType()),
+        ("match", StringType()),  # raw JSON: the object of what a fault rule matches, shown as it is
+        ("error", StringType()),
+        ("delay_ms", LongType()),
         (CORRUPT, StringType()),
     )
 )
@@ -212,6 +221,33 @@ SUMMARY = StructType(
     )
 )
 
+DISTURBANCES = StructType(
+    _fields(
+        ("group_id", StringType()),
+        ("run_id", StringType()),
+        ("seq", LongType()),
+        ("ts_ms", LongType()),
+        ("event", StringType()),
+        ("action", StringType()),
+        ("signal", StringType()),
+        ("client_id", StringType()),
+        ("member_id", StringType()),
+        ("pid", LongType()),
+        ("rule_id", StringType()),
+        ("label", StringType()),
+        ("detail", StringType()),
+        ("window_ms", LongType()),
+        ("member_end", StringType()),
+        ("member_end_ms", LongType()),
+        ("rebalance_generation", IntegerType()),
+        ("rebalance_start_ms", LongType()),
+        ("rebalance_cause", StringType()),
+        ("rebalance_outcome", StringType()),
+        ("rebalance_duration_ms", LongType()),
+        ("detected_ms", LongType()),
+    )
+)
+
 INPUT = StructType(
     _fields(
         ("kind", StringType()),
@@ -238,4 +274,5 @@ TABLE_SCHEMAS: dict[str, StructType] = {
     "members": MEMBERS,
     "ownership": OWNERSHIP,
     "summary": SUMMARY,
+    "disturbances": DISTURBANCES,
 }

@@ -90,6 +90,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--admin", default=None, metavar="URL",
         help=f"its control API, with --bootstrap [env {URL_ENV}; default: asked of the broker at --bootstrap]",
     )  # fmt: skip
+    where.add_argument(
+        "--event-log", default=None, metavar="PATH",
+        help="the broker the run starts appends its events here, the run's kills among them (chaos_action): "
+        "the input of `group-broker analyze` (not with --bootstrap: a running broker has its own --event-log)",
+    )  # fmt: skip
 
     output = parser.add_argument_group("output")
     output.add_argument("--json", default=None, metavar="PATH", help="write the whole report as JSON here")
@@ -123,6 +128,13 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
         problems.append("--session-timeout-ms must be positive")
     if not 0 < args.heartbeat_interval_ms < args.session_timeout_ms:
         problems.append("--heartbeat-interval-ms must be positive and below --session-timeout-ms")
+    if args.event_log is not None and args.bootstrap is not None:
+        problems.append(
+            "--event-log is for the broker the run starts: with --bootstrap, the running broker writes its own "
+            "event log (start it with --event-log PATH); the run's kills go into it all the same"
+        )
+    if args.event_log is not None and not args.event_log.strip():
+        problems.append("--event-log must be a path")
     if args.admin is not None and args.bootstrap is None:
         problems.append("--admin needs --bootstrap (without it the runner starts its own broker)")
     if args.client == "aiokafka" and args.assignor == "cooperative-sticky":

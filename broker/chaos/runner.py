@@ -13,6 +13,11 @@ per kill, how long the broker took to notice and the group to recover (``measure
 (acknowledged), consumed, unique, lost (acknowledged keys never consumed) and duplicated (``records.py``). Exit 0
 when nothing was lost, 1 otherwise.
 
+Right before each signal the runner tells the broker (``POST /v1/events``: a ``chaos_action`` event, who and
+with which signal), which cannot see a kill: the broker's event log then marks each kill, and ``group-broker
+analyze`` links it to the rebalance it caused. ``--event-log PATH`` gives the broker the runner starts an event
+log (a running broker has its own: refused with ``--bootstrap``).
+
 Without ``--bootstrap`` the runner starts its own broker (``python -m broker serve --port 0 --admin-port 0``) with
 the topic, and stops it at the end; with ``--bootstrap HOST:PORT --admin URL`` it uses a running one (the topic is
 created if it does not exist).
@@ -181,8 +186,28 @@ class Run:
             self.schedule.restarted(old, new)
             self.display.say(f"restarted slot {slot} as {new.client_id} (pid {new.process.pid})")
 
+    def announce(self, victim: Incarnation, how: str) -> None:
+        """Tell the broker what is about to happen to ``victim`` (a ``chaos_action`` event, docs/events.md), so
+        its event log, and ``analyze`` on it, mark the kill and link it to the rebalance it causes."""
+        assert self.control is not None
+        events = self.follower.snapshot() if self.follower is not None else []
+        members = [member for member, client in member_clients(events).items() if client == victim.client_id]
+        timeout = self.args.session_timeout_ms if self.protocol.name == "classic" or self.broker_managed else None
+        try:
+            self.control.chaos_action(
+                self.group, "kill", signal=how, client_id=victim.client_id, pid=victim.process.pid,
+                member_id=members[-1] if members else None, session_timeout_ms=timeout,
+                note=f"kill #{len(self.schedule.kills) + 1} of chaos run {self.run_id} (seed {self.seed})",
+            )  # fmt: skip
+        except ControlError as error:  # the kill goes ahead: only its mark in the event log is missing
+            self.notes.append(f"kill #{len(self.schedule.kills) + 1} was not recorded as an event: {error}")
+
+    @property
+    def broker_managed(self) -> bool:
+        return self.broker is not None and self.broker.managed
+
     def kill_one(self) -> None:
-        kill = self.schedule.kill_one(self.slots)
+        kill = self.schedule.kill_one(self.slots, self.announce)
         if kill is None:
             message = f"kill #{len(self.schedule.kills) + 1} skipped: no live consumer"
             self.notes.append(message)
@@ -210,6 +235,8 @@ class Run:
             settings = (settings if consumer_groups else []) + (
                 exactly_once.broker_settings() if self.args.exactly_once else []
             )
+            if self.args.event_log is not None:
+                settings += ["--event-log", str(Path(self.args.event_log).resolve())]
             self.broker = Broker.start(self.topic, self.args.partitions, self.workdir / "broker.log", settings)
         else:
             self.broker = Broker(self.args.bootstrap, self.args.admin or configured_url())
@@ -372,6 +399,7 @@ class Run:
                 "bootstrap": self.broker.bootstrap,
                 "admin": self.broker.admin,
                 "managed": self.broker.managed,
+                "event_log": str(Path(self.args.event_log).resolve()) if self.args.event_log else None,
                 "run_ids": sorted({str(e.get("run_id")) for e in events}),
             },
             "chaos_started_at": start,
@@ -450,6 +478,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         write_json(args.json, report)
         print(f"report: {Path(args.json).resolve()}")
+    if args.event_log is not None:
+        print(f"event log: {report['broker']['event_log']} (group-broker analyze {args.event_log} --out DIR --report)")
     return 0 if report["ok"] else 1
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from broker.chaos.launch import Incarnation, client_id
@@ -47,14 +47,21 @@ class Schedule:
         self.kills: list[Kill] = []
         self.restarts: dict[int, float] = {}
 
-    def kill_one(self, slots: Mapping[int, Incarnation]) -> Kill | None:
-        """Signal one live consumer not signalled yet and plan its restart; None when there is none."""
+    def kill_one(
+        self, slots: Mapping[int, Incarnation], announce: Callable[[Incarnation, str], None] | None = None
+    ) -> Kill | None:
+        """Signal one live consumer not signalled yet and plan its restart; None when there is none.
+
+        ``announce(victim, signal)`` is called right before the signal is sent (the runner tells the broker: a
+        ``chaos_action`` event); what it does takes nothing from the seeded choices."""
         assert self.started is not None
         how = "SIGKILL" if self.rng.random() < self.kill_ratio else "SIGTERM"
         live = sorted(slot for slot, c in slots.items() if c.alive and c.signalled is None)
         if not live:
             return None
         victim = slots[self.rng.choice(live)]
+        if announce is not None:
+            announce(victim, how)
         victim.process.send_signal(signal.SIGKILL if how == "SIGKILL" else signal.SIGTERM)
         at = time.time()
         victim.signalled, victim.signalled_at = how, at

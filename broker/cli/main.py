@@ -115,7 +115,8 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_offset_commands(commands, arguments)
     _add_lazily(
         commands, arguments, "analyze", "broker.analytics.cli",
-        "analyse event logs on Spark: rebalances, members, ownership, summary, report (docs/analytics.md)",
+        "analyse event logs on Spark: rebalances, members, ownership, summary, disturbances, report "
+        "(docs/analytics.md)",
     )
     _add_lazily(
         commands, arguments, "generate-events", "broker.analytics.generate",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from broker.control import bounded_json, console, offsets_api
+from broker.control import bounded_json, console, offsets_api, posted_events
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
 from broker.control.lag import with_lag, with_offsets
 from broker.coordinator.classic.state import GroupState
@@ -244,6 +244,7 @@ class ControlApi:
                 *offsets_api.routes(server, self.limits),  # reset, delete offsets, delete the group
                 web.get("/v1/transactions", self.list_transactions),
                 web.get("/v1/events", self.stream_events),
+                web.post("/v1/events", self.post_event),
                 web.get("/v1/faults", self.list_faults),
                 web.post("/v1/faults", self.add_fault),
                 web.delete("/v1/faults", self.clear_faults),
@@ -510,6 +511,16 @@ class ControlApi:
         return _json({"deleted": deleted})
 
     # -- the event stream -------------------------------------------------------------------
+
+    async def post_event(self, request: web.Request) -> web.Response:
+        """A chaos runner's ``chaos_action`` (``posted_events``), recorded by the hub; 201 with the record."""
+        try:
+            group_id, fields = posted_events.parse(await read_body(request, self.limits))
+        except posted_events.BadEvent as bad:
+            return _error(400, str(bad))
+        hub = self.server.events
+        hub.emit(posted_events.CHAOS_ACTION, group_id, fields)
+        return _json(next(iter(hub.history(group_id, hub.seq - 1) or ()), {}), 201)
 
     async def stream_events(self, request: web.Request) -> web.StreamResponse:
         group_id = request.query.get("group") or None

@@ -184,6 +184,16 @@ class ControlClient:
             raise ControlError(0, f"unexpected answer from {self.base_url}/v1/faults: no 'deleted' count")
         return deleted
 
+    # -- disturbances ---------------------------------------------------------------------------------------
+
+    def chaos_action(self, group_id: str, action: str, **fields: Any) -> JSON:
+        """Record a ``chaos_action`` event (``POST /v1/events``): what is about to be done to a member the broker
+        cannot see (``signal=``, ``client_id=``, ``member_id=``, ``pid=``, ``note=``, ...); None values are left
+        out. The record as the broker stamped it."""
+        body = {"event": "chaos_action", "group_id": group_id, "action": action}
+        body.update({name: value for name, value in fields.items() if value is not None})
+        return self._json("POST", "/v1/events", body)
+
     # -- plumbing -------------------------------------------------------------------------------------------
 
     def _json(

@@ -50,6 +50,13 @@ TRANSACTION_ENDINGS = {
     TRANSACTION_FENCED: "fenced",
 }
 TRANSACTION_EVENTS = frozenset({TRANSACTION_STARTED, *TRANSACTION_ENDINGS})
+# Added within version 2: disturbances (docs/events.md, "Disturbances"). The broker emits the fault rules' own
+# (group_id the rule's group, "" for a rule of every group); chaos_action is what a chaos runner tells the broker
+# it is about to do (POST /v1/events: a kill the broker cannot see).
+FAULT_RULE_ADDED = "fault_rule_added"
+FAULT_RULE_REMOVED = "fault_rule_removed"
+CHAOS_ACTION = "chaos_action"
+DISTURBANCE_EVENTS = frozenset({FAULT_RULE_ADDED, FAULT_RULE_REMOVED, CHAOS_ACTION})
 
 #: Every event of this format version. A reader counts others as unknown and skips them: a broker may add events
 #: within a version.
@@ -75,6 +82,7 @@ EVENTS = frozenset(
         TARGET_ASSIGNMENT_COMPUTED,
         MEMBER_RECONCILED,
         *TRANSACTION_EVENTS,
+        *DISTURBANCE_EVENTS,
     }
 )
 
@@ -93,4 +101,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     GROUP_EPOCH_BUMPED: ("group_epoch",),
     TARGET_ASSIGNMENT_COMPUTED: ("assignment_epoch",),
     MEMBER_RECONCILED: ("member_id", "member_epoch"),
+    FAULT_RULE_ADDED: ("rule_id", "action"),
+    FAULT_RULE_REMOVED: ("rule_id",),
+    CHAOS_ACTION: ("action",),
 }

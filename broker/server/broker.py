@@ -155,7 +155,7 @@ class BrokerServer:
             if settings.event_log
             else None,
         )
-        self.faults = FaultRules(self.clock)
+        self.faults = FaultRules(self.clock, self.events)
         # Consulted once per request, before any path answers it (broker/server/gates.py); authentication next.
         self.gates: tuple[Gate, ...] = (FaultGate(self.faults, self._has_member),)
         self.request_stats = RequestStats()

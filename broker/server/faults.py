@@ -14,13 +14,17 @@ import itertools
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from broker.api.routes import FAULTABLE_APIS
+from broker.events.names import FAULT_RULE_ADDED, FAULT_RULE_REMOVED
 from broker.timing.clock import Clock
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, kafka_name
+
+if TYPE_CHECKING:
+    from broker.events.hub import GroupEvents
 
 ERROR, DELAY, CLOSE, SWALLOW = "error", "delay", "close", "swallow_heartbeats"
 ACTIONS = (ERROR, DELAY, CLOSE, SWALLOW)
@@ -75,6 +79,22 @@ class FaultRule:
             return api_key in ERROR_APIS
         return True
 
+    def match_json(self) -> dict[str, Any]:
+        """What the rule matches: its API (Kafka's name) and the identities it names; the rest match anything."""
+        matched: dict[str, Any] = {} if self.api is None else {"api": kafka_name(self.api)}
+        matched.update({name: getattr(self, name) for name in _MATCH_FIELDS if getattr(self, name) is not None})
+        return matched
+
+    def event_fields(self) -> dict[str, Any]:
+        """A ``fault_rule_added`` / ``fault_rule_removed`` record's fields (docs/events.md, "Disturbances")."""
+        fields: dict[str, Any] = {"rule_id": self.id, "action": self.action, "match": self.match_json()}
+        if self.error is not None:
+            fields["error"] = self.error.name.upper()
+        for name in ("delay_ms", "count", "probability", "duration_ms"):
+            if getattr(self, name) is not None:
+                fields[name] = getattr(self, name)
+        return fields
+
     def to_json(self, now_ms: int) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -99,8 +119,12 @@ class FaultRule:
 
 
 class FaultRules:
-    def __init__(self, clock: Clock) -> None:
+    """The rules, in the order they are matched. ``events``: where a rule's addition and removal are recorded
+    (``fault_rule_added``, ``fault_rule_removed``: whoever changes the rules, the event log says so)."""
+
+    def __init__(self, clock: Clock, events: GroupEvents | None = None) -> None:
         self.clock = clock
+        self.events = events
         self.rules: dict[str, FaultRule] = {}
         self._ids = itertools.count(1)
 
@@ -111,15 +135,27 @@ class FaultRules:
     def add(self, spec: Mapping[str, Any]) -> FaultRule:
         rule = parse_rule(spec, f"f{next(self._ids)}", self.clock.now_ms())
         self.rules[rule.id] = rule
+        if self.events is not None:
+            self.events.emit(FAULT_RULE_ADDED, rule.group_id or "", rule.event_fields())
         return rule
 
     def delete(self, rule_id: str) -> bool:
-        return self.rules.pop(rule_id, None) is not None
+        rule = self.rules.pop(rule_id, None)
+        if rule is not None:
+            self._removed(rule, "deleted")
+        return rule is not None
 
     def clear(self) -> int:
-        count = len(self.rules)
+        rules = list(self.rules.values())
         self.rules.clear()
-        return count
+        for rule in rules:
+            self._removed(rule, "cleared")
+        return len(rules)
+
+    def _removed(self, rule: FaultRule, reason: str) -> None:
+        if self.events is not None:
+            fields = {**rule.event_fields(), "reason": reason, "hits": rule.hits}
+            self.events.emit(FAULT_RULE_REMOVED, rule.group_id or "", fields)
 
     def match(
         self,

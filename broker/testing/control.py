@@ -223,6 +223,12 @@ class BrokerControl:
         consumer group's epoch is bumped: a sticky assignor then moves nothing in an unchanged group."""
         return self.client.rebalance(group)
 
+    def mark(self, group: str, action: str, **fields: Any) -> JSON:
+        """Record what the test is about to do to a member the broker cannot see (a ``chaos_action`` event:
+        ``signal=``, ``client_id=``, ``member_id=``, ``pid=``, ``note=``, ...), so the event log and ``analyze``
+        mark it; the record as the broker stamped it."""
+        return self.client.chaos_action(group, action, **fields)
+
     def fault(
         self,
         api: str | int | None = None,
@@ -472,6 +478,7 @@ class AsyncControl:
         self.wait_for = _threaded(control.wait_for)
         self.kick = _threaded(control.kick)
         self.fence = _threaded(control.fence)
+        self.mark = _threaded(control.mark)
         self.rebalance = _threaded(control.rebalance)
         self.fault = _threaded(control.fault)
         self.faults = _threaded(control.faults)

@@ -118,7 +118,9 @@ def test_summary_json_reports_the_input(analysed: tuple[Path, list[str]], spark:
     overall = document["overall"]
     assert (overall["scope"], overall["group_id"], overall["rebalances"], overall["expirations"]) == ("all", None, 2, 1)
     assert overall["causes"] == {"member_joined": 1, "member_expired": 1}
-    assert document["rows"] == {"input": 8, "rebalances": 2, "members": 2, "ownership": 8, "summary": 2}
+    assert document["rows"] == {
+        "input": 8, "rebalances": 2, "members": 2, "ownership": 8, "summary": 2, "disturbances": 0,
+    }  # fmt: skip
 
 
 def test_nothing_but_garbage_and_empty_files(spark: SparkSession, tmp_path: Path) -> None:
@@ -128,7 +130,7 @@ def test_nothing_but_garbage_and_empty_files(spark: SparkSession, tmp_path: Path
     empty.write_text("")
     out = tmp_path / "out"
     result = job.run([str(garbage), str(empty)], str(out), spark=spark)
-    assert result.rows == {"input": 8, "rebalances": 0, "members": 0, "ownership": 0, "summary": 1}
+    assert result.rows == {"input": 8, "rebalances": 0, "members": 0, "ownership": 0, "summary": 1, "disturbances": 0}
     counts = {entry["kind"]: entry["count"] for entry in result.input}
     assert (counts["lines"], counts["malformed"], counts["newer_version"], counts["parsed"]) == (2, 1, 1, 0)
     (overall,) = rows(spark, out, "summary")

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from broker.analytics.report.disturbances import gather_disturbances
 from broker.analytics.schema import INPUT_KINDS
 
 DURATION_BINS_PER_DECADE = 10
@@ -66,6 +67,7 @@ class ReportData:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     timeline_groups: list[str] = field(default_factory=list)
     slowest: list[dict[str, Any]] = field(default_factory=list)
+    disturbances: list[dict[str, Any]] = field(default_factory=list)  # report/disturbances.py
 
 
 def local_dir(out_dir: str | os.PathLike[str]) -> Path:
@@ -119,6 +121,7 @@ def gather(spark: SparkSession, out_dir: str | os.PathLike[str], *, top: int = 1
             row["end"] or "unknown": int(row["count"]) for row in members.groupBy("end").count().collect()
         }
         _gather_detections(members, data)
+    data.disturbances = gather_disturbances(spark, out)
     return data
 
 

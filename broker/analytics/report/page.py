@@ -10,6 +10,7 @@ import html
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
+from broker.analytics.report.disturbances import disturbances_section
 from broker.analytics.report.gather import ReportData
 from broker.analytics.report.plots import PLOTS
 from broker.analytics.report.style import CAUSE_COLORS, OTHER, PROTOCOLS, duration
@@ -217,6 +218,8 @@ def document(data: ReportData, images: dict[str, bytes]) -> str:
         )
         if name == "rebalance_durations":
             parts.append(_summary_section(data))
+        if name == "generations_timeline":
+            parts.append(disturbances_section(data.disturbances))
 
     parts.append(_causes_section(data))
     parts.append(_groups_section(data))

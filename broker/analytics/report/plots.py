@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from broker.analytics.report.disturbances import mark_timeline, on_lane
 from broker.analytics.report.gather import DURATION_BINS_PER_DECADE, FORMATION, ReportData
 from broker.analytics.report.style import (
     CAUSE_COLORS,
@@ -239,6 +240,7 @@ def _plot_timeline(data: ReportData) -> Figure:
                 zorder=3,
                 linewidths=0,
             )
+        mark_timeline(axes, on_lane(data.disturbances, group))
         axes.text(
             0.005, 0.96, group, transform=axes.transAxes, ha="left", va="top", fontsize=8.5, color="#222222",
             bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},

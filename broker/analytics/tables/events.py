@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from broker.analytics.read import KIND, OK
 from broker.analytics.tables.columns import GROUP_RUN, as_int, is_event, size_or_null
+from broker.analytics.tables.disturbances import disturbance_column
 from broker.events.names import (
     COMMON,
     GROUP_DELETED,
@@ -132,6 +133,7 @@ def sequence_events(classified: DataFrame) -> Events:
                 lambda total, parts: total + F.coalesce(F.size(parts), F.lit(0)),
             ),
         ).alias("revoking_n"),
+        disturbance_column(),  # a kill's or a fault rule's own fields, null on every other record
     )
 
     # Four window passes over the one ordering (issue 17): each ``select`` computes every window of one dependency
