@@ -34,6 +34,7 @@ from broker.cli.format import (
     text,
     transaction_row,
 )
+from broker.cli.offsets import offsets_section, offsets_table
 from broker.control.client import ControlClient, ControlError
 
 JSON = dict[str, Any]
@@ -107,7 +108,10 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"group": group, "events": events})
         return 0
-    print(describe_text(group, events))
+    if getattr(args, "offsets", False):
+        print(offsets_table(group))  # only Kafka's table, as kafka-consumer-groups.sh --describe prints it
+        return 0
+    print(describe_text(group, events) + "\n\n" + "\n".join(offsets_section(group)))
     return 0
 
 

@@ -137,6 +137,10 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
     groups.add_argument("--type", choices=[t.value for t in GroupType], help="only groups of this kind")
     describe = command(commands, "describe", "describe", "one group: its members, assignments and latest events")
     describe.add_argument("group", metavar="GROUP")
+    describe.add_argument(
+        "--offsets", action="store_true",
+        help="only the offsets table (kafka-consumer-groups.sh --describe's columns: CURRENT-OFFSET, LAG, ...)",
+    )
     transactions = command(
         commands, "transactions", "transactions",
         "list the open transactions (Ongoing, PrepareCommit, PrepareAbort) of the transaction coordinator",

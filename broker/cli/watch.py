@@ -28,6 +28,7 @@ from broker.cli.format import (
     plural,
     protocol_text,
 )
+from broker.cli.offsets import OFFSET_HEADERS, offset_rows
 from broker.control.client import ControlClient, ControlError
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ class Frame:
     events: list[JSON] = field(default_factory=list)  # the latest, oldest first
     unreachable: str | None = None
     missing: str | None = None  # the one group watched does not exist
+    single: bool = False  # ``watch GROUP``: one group, shown with its offsets table
     at: float = field(default_factory=time.time)
 
     @property
@@ -138,7 +140,7 @@ class Poller:
         for group in groups:
             events.extend(self._new_events(group["group_id"]))
         events.sort(key=lambda e: e.get("seq", 0))
-        return Frame(groups=groups, events=events[-EVENTS_SHOWN:])
+        return Frame(groups=groups, events=events[-EVENTS_SHOWN:], single=self.group_id is not None)
 
     def _detail(self, group_id: str) -> JSON | None:
         try:
@@ -196,7 +198,11 @@ def render(frame: Frame, url: str, live: bool = True) -> RenderableType:
     parts: list[RenderableType] = [header]
     if not frame.groups:
         parts.append(Text("no groups", style="dim"))
+    elif not frame.single:
+        parts.append(lag_table(frame.groups))
     parts.extend(group_table(group) for group in frame.groups)
+    if frame.single and frame.groups:
+        parts.append(offsets_table(frame.groups[0]))
     parts.append(events_table(frame.events, with_group=len(frame.groups) > 1))
     return Group(*parts)
 
@@ -241,6 +247,37 @@ def group_table(group: JSON) -> RenderableType:
         row = member_row(member)
         leader = "L" if member.get("is_leader") else ""
         table.add_row(*_cells([leader, row[0], row[1], row[2], row[3], row[5], row[6]]))
+    return table
+
+
+def lag_table(groups: list[JSON]) -> RenderableType:
+    """The groups view's summary: each group's state, members and total lag (the sum of its known lags)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text("groups", style="bold"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in ("GROUP", "STATE", "MEMBERS", "LAG"):
+        table.add_column(name, overflow="fold", justify="right" if name in ("MEMBERS", "LAG") else "left")
+    for group in groups:
+        lag = group.get("lag")
+        table.add_row(*_cells([str(group["group_id"]), str(group["state"]), str(len(group.get("members") or [])),
+                               "-" if lag is None else str(lag)]))
+    return table
+
+
+def offsets_table(group: JSON) -> RenderableType:
+    """``watch GROUP``: the group's offsets with ``kafka-consumer-groups.sh --describe``'s columns."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(f"offsets  total lag {group.get('lag', 0)}", style="bold"), title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in OFFSET_HEADERS[1:]:
+        table.add_column(name, overflow="fold")
+    for row in offset_rows(group):
+        table.add_row(*_cells(row[1:]))
     return table
 
 

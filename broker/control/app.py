@@ -18,6 +18,7 @@ from aiohttp import web
 
 from broker.control import bounded_json, console, offsets_api, posted_events
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
+from broker.control.lag import with_lag, with_offsets
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import Conflict, UnknownTarget
 from broker.coordinator.group_type import GroupType
@@ -319,7 +320,9 @@ class ControlApi:
             GroupType.CLASSIC: _per_group(tally.rebalances.values),
             GroupType.CONSUMER: _per_group(tally.epoch_bumps.values),
         }
-        return _json({"groups": [self._with_rebalances(group_summary(summary), counts) for summary in summaries]})
+        return _json(
+            {"groups": [with_lag(self.server, self._with_rebalances(group_summary(s), counts)) for s in summaries]}
+        )
 
     def _with_rebalances(self, summary: dict[str, Any], counts: dict[str, dict[str, float]]) -> dict[str, Any]:
         """A listed group's rebalances so far (``/metrics``' counts, since the broker started) and its last one, as
@@ -335,7 +338,7 @@ class ControlApi:
         group = self.server.coordinator.group_detail(request.match_info["group"])
         if group is None:
             return _error(404, f"no group {request.match_info['group']!r}")
-        return _json(group_detail(group, self._now()))
+        return _json(with_offsets(self.server, group_detail(group, self._now())))
 
     async def group_events(self, request: web.Request) -> web.Response:
         group_id = request.match_info["group"]

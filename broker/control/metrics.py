@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from broker.control.lag import group_offsets, total_lag
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.group_type import GroupType
 from broker.coordinator.modern.consumer.state import ConsumerGroupState
@@ -24,6 +25,7 @@ from broker.transactions.state import ONGOING
 from protocol.apis import ApiKey, kafka_name
 
 if TYPE_CHECKING:
+    from broker.coordinator.views import GroupSummary
     from broker.server.broker import BrokerServer
 
 
@@ -121,6 +123,35 @@ class _ScrapeTime(Collector):
         for rule in server.faults.rules.values():
             hits.add_metric([rule.id, rule.action], rule.hits)
         yield hits
+        yield from _lag_families(server, groups)
+
+
+def _lag_families(server: BrokerServer, groups: tuple[GroupSummary, ...]) -> Iterator[Metric]:
+    """Committed offsets and lag per group and partition, and each group's total (kafka-exporter / Burrow style),
+    computed now from the coordinator's offsets view (``broker/coordinator/lag.py``); a partition without a
+    committed offset or a log end offset has no lag sample, as Kafka's tool prints "-"."""
+    labels = ["group", "topic", "partition"]
+    lag = GaugeMetricFamily(
+        "group_broker_consumer_group_lag", "Log end offset minus committed offset, per partition", labels=labels
+    )
+    committed = GaugeMetricFamily(
+        "group_broker_consumer_group_committed_offset", "The group's committed offset, per partition", labels=labels
+    )
+    lag_sum = GaugeMetricFamily(
+        "group_broker_consumer_group_lag_sum", "The sum of a group's known partition lags", labels=["group"]
+    )
+    for group in groups:
+        rows = group_offsets(server, group.group_id) or ()
+        for row in rows:
+            key = [group.group_id, row.topic, str(row.partition)]
+            if row.committed_offset is not None:
+                committed.add_metric(key, row.committed_offset)
+            if row.lag is not None:
+                lag.add_metric(key, row.lag)
+        lag_sum.add_metric([group.group_id], total_lag(rows))
+    yield lag
+    yield committed
+    yield lag_sum
 
 
 class _Tallied(Collector):

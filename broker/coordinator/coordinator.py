@@ -40,6 +40,7 @@ from broker.coordinator.classic.verbs import ClassicVerbs
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.group import GroupKeeper
 from broker.coordinator.group_type import GroupType
+from broker.coordinator.lag import LogEndOffset, PartitionOffsets, group_offsets
 from broker.coordinator.messages import (
     CommitRequest,
     ConsumerGroupDescription,
@@ -470,6 +471,11 @@ class GroupCoordinator:
     def group_detail(self, group_id: str) -> GroupDetail | None:
         group = self._registry.live(group_id)
         return None if group is None else self._types[group.group_type].detail(group_id)
+
+    def group_offsets(self, group_id: str, log_end_offset: LogEndOffset) -> tuple[PartitionOffsets, ...] | None:
+        """A live group's committed offsets, log end offsets, lags and owners (``lag.py``); on demand only."""
+        group = self.group_detail(group_id)
+        return None if group is None else group_offsets(group, self._registry.offsets.of(group_id), log_end_offset)
 
     def kick(self, group_id: str, member_id: str) -> None:
         handlers = self._handlers_of(group_id)

@@ -106,6 +106,18 @@ class BrokerControl:
         that is not the consumer protocol's). A consumer group's member: what it may own now, not its target."""
         return {member["member_id"]: member["assignment"] for member in self.group(group)["members"]}
 
+    def offsets(self, group: str) -> list[JSON]:
+        """One row per partition the group committed or a member owns now, sorted by topic and partition:
+        ``topic``, ``partition``, ``committed_offset``, ``log_end_offset``, ``lag``, ``member_id``, ``client_id``,
+        ``host`` (None where there is none), what ``kafka-consumer-groups.sh --describe`` prints."""
+        rows: list[JSON] = self.group(group)["offsets"]
+        return rows
+
+    def lag(self, group: str) -> dict[tuple[str, int], int | None]:
+        """``{(topic, partition): lag}``, the log end offset minus the committed offset; None for a partition the
+        group owns but committed nothing for, as Kafka's tool prints "-" (not the log end offset)."""
+        return {(row["topic"], row["partition"]): row["lag"] for row in self.offsets(group)}
+
     def wait_for_assignment(
         self,
         group: str,
@@ -458,6 +470,8 @@ class AsyncControl:
         self.group = _threaded(control.group)
         self.member_ids = _threaded(control.member_ids)
         self.assignments = _threaded(control.assignments)
+        self.offsets = _threaded(control.offsets)
+        self.lag = _threaded(control.lag)
         self.wait_for_assignment = _threaded(control.wait_for_assignment)
         self.events = _threaded(control.events)
         self.last_seq = _threaded(control.last_seq)

@@ -81,6 +81,7 @@ async def test_list_describe_and_wait_show_the_type_epochs_and_each_members_reco
     # Its rebalances are its epoch bumps (one per member that joined); the last one ended Stable.
     last = listed[0].pop("last_rebalance")
     assert (listed[0].pop("rebalances"), last["cause"]) == (epoch, "subscription_changed")
+    assert listed[0].pop("lag") == 0  # nothing committed yet
     assert last["duration_ms"] is not None
     assert listed == [
         {"group_id": "cg-shown", "group_type": "consumer", "state": "Stable", "protocol_type": "consumer",
@@ -93,6 +94,11 @@ async def test_list_describe_and_wait_show_the_type_epochs_and_each_members_reco
     )
     assert detail["pending_members"] == [] and detail["subscribed_topics"] == ["topic"]
     assert partitions_of(detail) == list(range(TOPIC_PARTITIONS))
+    # Every owned partition has a row with its owner, and no lag while nothing is committed (as Kafka's "-").
+    owners = {p: m["member_id"] for m in detail["members"] for ps in m["assignment"].values() for p in ps}
+    assert [(o["partition"], o["member_id"], o["committed_offset"], o["log_end_offset"], o["lag"])
+            for o in detail["offsets"]] == [(p, owners[p], None, 0, None) for p in range(TOPIC_PARTITIONS)]
+    assert detail["lag"] == 0
     by_id = {m["member_id"]: m for m in detail["members"]}
     assert set(by_id) == {m.member_id for m in group}
     for index, member in enumerate(group):

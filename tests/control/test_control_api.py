@@ -689,6 +689,7 @@ async def test_list_groups_is_sorted_summaries(api: ControlClient, connect: Conn
     assert [(g.pop("rebalances"), g.pop("last_rebalance")["cause"]) for g in groups] == [
         (2, "member_joined"), (1, "member_joined"),
     ]  # fmt: skip
+    assert [g.pop("lag") for g in groups] == [0, 0]  # nothing committed (tests/control/test_lag_api.py)
     assert groups == [
         {"group_id": "alpha", "group_type": "classic", "state": "Stable", "protocol_type": "consumer",
          "protocol": "range", "generation_id": alpha[0].generation, "leader": alpha[0].leader, "members": 2,

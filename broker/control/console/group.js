@@ -8,6 +8,9 @@ import { History } from "./history.js";
 import { renderTimeline } from "./timeline.js";
 
 const FEED_LIMIT = 400;
+const LAG_SAMPLES = 600; // one per poll (1 s): the last ten minutes the page was open
+const LAG_LINES = 12; // per-partition lines drawn under the total when the group has at most this many
+const OFFSET_HEADS = ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"];
 const WINDOWS = [["all", null], ["last 1 min", 60_000], ["last 5 min", 300_000], ["last 15 min", 900_000]];
 
 function partitionsText(byTopic) {
@@ -37,6 +40,48 @@ function eventSummary(record) {
     .filter(([name, value]) => !skip.has(name) && value !== null && value !== "")
     .map(([name, value]) => `${name}=${typeof value === "object" ? JSON.stringify(value) : value}`)
     .join("  ");
+}
+
+const dash = (value) => (value === null || value === undefined || value === "" ? "-" : String(value));
+
+// The offsets table, with the columns of kafka-consumer-groups.sh --describe ("-" where Kafka's tool prints it).
+function offsetRows(offsets) {
+  if (!offsets.length) return [el("tr", {}, el("td", { colspan: OFFSET_HEADS.length, class: "muted" }, "no committed or owned partitions"))];
+  return offsets.map((o) => el("tr", { dataset: { testid: "offset-row", topic: o.topic, partition: o.partition } },
+    el("td", {}, o.topic), el("td", { class: "num" }, o.partition),
+    el("td", { class: "num", dataset: { testid: "committed" } }, dash(o.committed_offset)),
+    el("td", { class: "num", dataset: { testid: "log-end" } }, dash(o.log_end_offset)),
+    el("td", { class: `num lag${o.lag > 0 ? " behind" : ""}`, dataset: { testid: "lag" } }, dash(o.lag)),
+    el("td", {}, el("code", { class: "member-id" }, dash(o.member_id))), el("td", {}, dash(o.host)),
+    el("td", {}, dash(o.client_id))));
+}
+
+// Lag over time: the group's total lag (and each partition's, thin, when there are few), one point per poll.
+export function lagChart(samples, width = 520, height = 150) {
+  const pad = { left: 44, right: 8, top: 10, bottom: 22 };
+  const w = width - pad.left - pad.right;
+  const h = height - pad.top - pad.bottom;
+  const first = samples.length ? samples[0].ms : 0;
+  const span = Math.max(samples.length ? samples[samples.length - 1].ms - first : 0, 1000);
+  const keys = [...new Set(samples.flatMap((s) => Object.keys(s.parts)))].sort();
+  const max = Math.max(1, ...samples.map((s) => s.total), ...samples.flatMap((s) => Object.values(s.parts)));
+  const x = (ms) => (pad.left + (w * (ms - first)) / span).toFixed(1);
+  const y = (lag) => (pad.top + h - (h * lag) / max).toFixed(1);
+  const line = (values, attributes) => el("svg:polyline", { fill: "none",
+    points: values.map(([ms, lag]) => `${x(ms)},${y(lag)}`).join(" "), ...attributes });
+  const parts = keys.length <= LAG_LINES ? keys.map((key) => line(
+    samples.filter((s) => key in s.parts).map((s) => [s.ms, s.parts[key]]),
+    { class: "lag-part", dataset: { testid: "lag-part", partition: key } })) : [];
+  const last = samples.length ? samples[samples.length - 1].total : null;
+  return el("svg:svg", { class: "lag-chart", width, height, viewBox: `0 0 ${width} ${height}`,
+    dataset: { testid: "lag-chart", points: samples.length, max, last: last ?? "" } },
+    el("svg:line", { class: "lag-axis", x1: pad.left, y1: pad.top + h, x2: pad.left + w, y2: pad.top + h }),
+    el("svg:line", { class: "lag-axis", x1: pad.left, y1: pad.top, x2: pad.left, y2: pad.top + h }),
+    el("svg:text", { class: "lag-label", x: pad.left - 4, y: pad.top + 8, "text-anchor": "end" }, String(max)),
+    el("svg:text", { class: "lag-label", x: pad.left - 4, y: pad.top + h, "text-anchor": "end" }, "0"),
+    el("svg:text", { class: "lag-label", x: pad.left + w, y: height - 6, "text-anchor": "end" },
+      `last ${formatMs(span)}${last === null ? "" : ` · total lag now ${last}`}`),
+    ...parts, line(samples.map((s) => [s.ms, s.total]), { class: "lag-total", dataset: { testid: "lag-line" } }));
 }
 
 export function groupPage(root, groupId, setStatus) {
@@ -78,6 +123,11 @@ export function groupPage(root, groupId, setStatus) {
   });
   const feed = el("ol", { class: "feed", dataset: { testid: "feed" } });
   const faults = faultPanel(groupId, setStatus);
+  const offsetsBody = el("tbody");
+  const offsetsTable = el("table", { class: "members offsets", dataset: { testid: "offsets-table" } },
+    el("thead", {}, el("tr", {}, OFFSET_HEADS.map((head) => el("th", {}, head)))), offsetsBody);
+  const lagBox = el("div", { class: "lag-box", dataset: { testid: "lag-box" } });
+  const lagSamples = [];
 
   root.replaceChildren(
     el("section", { class: "page" },
@@ -86,6 +136,7 @@ export function groupPage(root, groupId, setStatus) {
         el("label", {}, "Window ", windowSelect), rebalanceButton),
       el("h3", {}, "Ownership timeline"), timeline, legend,
       el("h3", {}, "Members"), membersTable,
+      el("h3", {}, "Offsets and lag"), el("div", { class: "lag-columns" }, offsetsTable, lagBox),
       el("div", { class: "columns" },
         el("div", {}, el("div", { class: "toolbar" }, el("h3", {}, "Events"), el("label", {}, "Kind ", feedSelect)), feed),
         el("div", {}, el("h3", {}, "Fault rules"), faults.panel))),
@@ -104,6 +155,7 @@ export function groupPage(root, groupId, setStatus) {
       el("span", { class: `state state-${detail.state}`, dataset: { testid: "group-state" } }, detail.state),
       el("span", {}, consumer ? `epoch ${detail.group_epoch} · target ${detail.assignment_epoch}` : `generation ${detail.generation_id}`),
       el("span", { dataset: { testid: "member-count" } }, `${detail.members.length} member(s)`),
+      el("span", { dataset: { testid: "total-lag" } }, `lag ${detail.lag ?? "-"}`),
       detail.protocol ? el("span", {}, detail.protocol) : null,
     );
   }
@@ -205,6 +257,20 @@ export function groupPage(root, groupId, setStatus) {
     fetchedAt = Date.now();
     drawFacts();
     drawMembers();
+    drawOffsets();
+  }
+
+  // Sampled at each poll while the page is open: the broker keeps no history of lag.
+  function drawOffsets() {
+    const offsets = detail?.offsets ?? [];
+    offsetsBody.replaceChildren(...offsetRows(offsets));
+    if (detail) {
+      const parts = {};
+      for (const o of offsets) if (o.lag !== null) parts[`${o.topic}-${o.partition}`] = o.lag;
+      lagSamples.push({ ms: fetchedAt, total: detail.lag ?? 0, parts });
+      if (lagSamples.length > LAG_SAMPLES) lagSamples.splice(0, lagSamples.length - LAG_SAMPLES);
+    }
+    lagBox.replaceChildren(lagChart(lagSamples));
   }
 
   let detailTimer = null;
