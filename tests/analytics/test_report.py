@@ -200,7 +200,8 @@ Array.from(document.querySelectorAll("body *")).filter(e => {
   const clips = v => v !== "visible";
   return (clips(style.overflowX) && e.scrollWidth > e.clientWidth + 1)
       || (clips(style.overflowY) && e.scrollHeight > e.clientHeight + 1);
-}).map(e => `${e.tagName.toLowerCase()}#${e.id} ${e.scrollWidth}x${e.scrollHeight} in ${e.clientWidth}x${e.clientHeight}`)
+}).map(e => `${e.tagName.toLowerCase()}#${e.id} ${e.scrollWidth}x${e.scrollHeight}`
+          + ` in ${e.clientWidth}x${e.clientHeight}`)
 """
 
 
