@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from broker.analytics import job, report
 from broker.analytics.generate import generate
 from broker.analytics.report import plots
-from broker.analytics.report.gather import gather
+from broker.analytics.report.gather import ReportData, gather
 from broker.analytics.report.style import duration
 
 PHRASE = re.compile(
@@ -171,3 +171,30 @@ def test_the_headline_percentiles_are_summary_json_s(
     assert data.formation["unowned_partition_seconds"] == pytest.approx(
         overall["formation_unowned_partition_seconds"], abs=0.01
     )
+
+
+def test_count_axes_have_whole_ticks_only(tmp_path: Path) -> None:
+    """One or two rebalances, one expiry: matplotlib's default locator would put ticks at 0.5 of them."""
+    t0 = 1_767_225_600_000
+    data = ReportData(
+        tmp_path,
+        durations=[("eager", 30, 1), ("cooperative", 31, 2)],
+        counts={"eager": 1, "cooperative": 2},
+        detection_width_ms=100,
+        detections=[(30, 1)],
+        detection_range=(3_000, 3_050),
+        first_ms=t0,
+        last_ms=t0 + 60_000,
+        bucket_ms=1_000,
+        unowned=[(0, "eager", 3.0, 1), (5, "cooperative", 1.0, 2)],
+    )
+    figures = {
+        "durations": plots._plot_durations(data).axes[0],
+        "detections": plots._plot_detections(data).axes[0],
+        "rebalances started": plots._plot_unowned(data).axes[1],  # the twin axis: a count
+    }
+    for name, axes in figures.items():
+        axes.figure.canvas.draw()  # the locator runs at draw time
+        low, high = axes.get_ylim()
+        ticks = [t for t in axes.get_yticks() if low <= t <= high]
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), (name, ticks)
