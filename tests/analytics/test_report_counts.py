@@ -171,6 +171,13 @@ def test_the_headline_percentiles_are_summary_json_s(
     assert data.formation["unowned_partition_seconds"] == pytest.approx(
         overall["formation_unowned_partition_seconds"], abs=0.01
     )
+    value, sub = kpi(page, "Unowned partition-seconds")
+    after = overall["unowned_partition_seconds"] - overall["formation_unowned_partition_seconds"]
+    assert abs(number(value) - after) <= 1  # whole partition-seconds on the card
+    found = re.search(r"\+([\d,]+) in formations, ([\d,]+) in all", sub)
+    assert found is not None, sub
+    assert abs(number(found.group(1)) - overall["formation_unowned_partition_seconds"]) <= 1
+    assert abs(number(found.group(2)) - overall["unowned_partition_seconds"]) <= 1
 
 
 def test_count_axes_have_whole_ticks_only(tmp_path: Path) -> None:

@@ -185,7 +185,11 @@ def document(data: ReportData, images: dict[str, bytes]) -> str:
         _kpi(
             "Unowned partition-seconds",
             _count(steady.get("unowned_partition_seconds")),
-            f"p95 {steady.get('unowned_ps_p95') or 0:,.1f} per rebalance, after formation",
+            # with the formations' share and the total, summary.json's unowned_partition_seconds
+            f"after formation (p95 {steady.get('unowned_ps_p95') or 0:,.1f} per rebalance); "
+            f"+{_count(formed.get('unowned_partition_seconds') or 0)} in formations, "
+            f"{_count((steady.get('unowned_partition_seconds') or 0) + (formed.get('unowned_partition_seconds') or 0))}"
+            " in all",
         ),
         _kpi(
             "Group formations",
