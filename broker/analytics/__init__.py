@@ -8,10 +8,12 @@ Nothing here is imported by the broker itself: pyspark is only needed to analyse
 One module per concern, imports pointing one way (``cli`` -> ``job`` -> ``session``/``read``/``tables``;
 ``report`` -> ``session``; nobody imports ``cli``):
 
-- ``arguments``: the job's flags and input checks, without pyspark; ``cli``: the ``group-broker`` command;
+- ``arguments``: the job's flags and input checks, without pyspark (``sniff``: the look at a sample of local
+  inputs for an event line); ``cli``: the ``group-broker`` command;
 - ``job``: the job and its script entry; ``session``: the Spark session and settings; ``progress``: stderr lines;
 - ``read``: lines in, parsed and classified; ``schema``: the Spark types of the input and of every table;
-- ``tables/``: the windows and tables, one module per table family;
+- ``tables/``: the windows and tables, one module per table family (``formation``: the one split of the
+  rebalances that the summary and the report share);
 - ``report/``: the HTML/PNG report (gather in Spark, plots, page), matplotlib only there;
 - ``generate`` and ``synthetic/``: synthetic logs for tests and the benchmark, without Spark.
 """

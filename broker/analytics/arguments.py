@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from broker.analytics import sniff
+
 PROGRAM = "group-broker analyze"
 DESCRIPTION = (
     "Analyse the broker's JSON-lines event logs (--event-log; format: docs/events.md) on Spark: rebalances, "
@@ -34,10 +36,6 @@ EVENT_HELP = (
     '(docs/events.md), e.g. {"v":2,"seq":1,"ts_ms":1767225600000,"run_id":"3f9a0c1d2b4e","event":"group_created",'
     '"group_id":"orders",...}; `group-broker generate-events events.jsonl --events 10000` writes a synthetic one'
 )
-#: Local inputs up to this size in all are looked through before Spark starts, for a line that could be an event.
-PRECHECK_BYTES = 64 * 1024 * 1024
-#: Suffixes Hadoop reads through a codec: their bytes are not the lines.
-COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".xz", ".zstd")
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -173,28 +171,6 @@ def no_events(inputs: Sequence[Mapping[str, Any]], patterns: Sequence[str]) -> s
 
 
 def surely_no_events(patterns: Sequence[str]) -> str | None:
-    """The message for small local inputs of which no line is a JSON object, found without Spark; else None.
-
-    Only a sure answer: every pattern a local path or glob of plain, uncompressed files, ``PRECHECK_BYTES`` in
-    all at most, and not one line starting with ``{`` (an event is a JSON object). Anything else is left to the
-    job, whose input report says what every line was.
-    """
-    files: list[Path] = []
-    for pattern in patterns:
-        if "://" in pattern or pattern.startswith("file:") or "{" in pattern:
-            return None
-        for name in sorted(glob.glob(pattern)):
-            path = Path(name)
-            if not path.is_file() or path.name.lower().endswith(COMPRESSED):
-                return None
-            files.append(path)
-    if not files or sum(p.stat().st_size for p in files) > PRECHECK_BYTES:
-        return None
-    lines = 0
-    for path in files:
-        with path.open("rb") as text:
-            for line in text:
-                if line.lstrip().startswith(b"{"):
-                    return None
-                lines += 1
-    return no_event_message(lines, ", ".join(patterns), f"{lines:,} not JSON objects" if lines else "")
+    """The message for local inputs in which no sampled line is an event record, found in well under a second
+    without Spark, naming what each file looks like (``sniff.py``); else None (the job decides)."""
+    return sniff.no_event_message(patterns, EVENT_HELP)

@@ -25,7 +25,15 @@ from pyspark.sql import functions as F
 
 from broker.analytics import TABLES, read
 from broker.analytics import archive as class_archive
-from broker.analytics.arguments import DESCRIPTION, PROGRAM, add_arguments, error, inputs_exist, no_events
+from broker.analytics.arguments import (
+    DESCRIPTION,
+    PROGRAM,
+    add_arguments,
+    error,
+    inputs_exist,
+    no_events,
+    surely_no_events,
+)
 from broker.analytics.progress import Progress, StatusReporter, quiet, stderr_progress
 from broker.analytics.schema import INPUT, INPUT_KINDS
 from broker.analytics.session import (
@@ -332,6 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     if not inputs_exist(args.events):
+        return 2
+    empty = surely_no_events(args.events)  # as `group-broker analyze` (cli.py), before any table
+    if empty is not None:
+        error(empty)
         return 2
     return execute(args)
 

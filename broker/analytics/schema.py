@@ -218,6 +218,10 @@ SUMMARY = StructType(
         ("eager", LongType()),
         ("cooperative", LongType()),
         ("consumer", LongType()),
+        # issue 26: formation apart in the counts (``tables/formation.py``)
+        ("formations", LongType()),
+        ("no_protocol", LongType()),
+        ("formation_unowned_partition_seconds", DoubleType()),
     )
 )
 

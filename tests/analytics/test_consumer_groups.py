@@ -209,12 +209,15 @@ def test_a_static_member_replaced_hands_its_partitions_to_its_new_id(tables: Tab
 def test_the_summary_counts_consumer_rebalances_next_to_eager_and_cooperative(tables: Tables) -> None:
     by_group = {row["group_id"]: row for row in tables["summary"]}
     group = by_group["group"]
-    assert (group["rebalances"], group["consumer"], group["eager"], group["cooperative"]) == (5, 5, 0, 0)
+    # The group's first episode formed it (from group epoch 0): counted apart from the protocols (issue 26).
+    assert (group["rebalances"], group["formations"], group["consumer"], group["eager"]) == (5, 1, 4, 0)
+    assert group["cooperative"] == group["no_protocol"] == 0
     assert group["causes"] == {"member_joined": 3, "member_expired": 1, "member_left": 1}
     assert (group["expirations"], group["detection_ms_max"], group["unowned_partition_seconds"]) == (1, 6000.0, 0.7)
-    assert (by_group["eager"]["eager"], by_group["eager"]["consumer"]) == (2, 0)
+    assert (by_group["eager"]["formations"], by_group["eager"]["eager"], by_group["eager"]["consumer"]) == (1, 1, 0)
     overall = by_group[None]
-    assert (overall["eager"], overall["consumer"]) == (2, 5 + 2 + 2)
+    assert (overall["formations"], overall["eager"], overall["consumer"]) == (4, 1, 4 + 1 + 1)
+    assert overall["rebalances"] == 2 + 5 + 2 + 2
     # The classic history in the same input is unchanged by its neighbours.
     eager = [pick(r, "start_ms", "end_ms", "unowned_partition_seconds") for r in of(tables, "rebalances", "eager",
                                                                                         "start_ms")]  # fmt: skip

@@ -17,6 +17,8 @@ from pyspark.sql import functions as F
 
 from broker.analytics.report.disturbances import gather_disturbances
 from broker.analytics.schema import INPUT_KINDS
+from broker.analytics.tables.formation import FORMATION, NO_PROTOCOL, series, with_formation
+from broker.analytics.tables.summary import counts, percentiles, steady
 
 DURATION_BINS_PER_DECADE = 10
 TIME_BUCKETS = 240
@@ -28,10 +30,7 @@ NICE_BUCKETS_MS = tuple(
 #: Detection bins: about this many over the spread of the values, widths a person reads (1 ms to 10 min).
 DETECTION_BINS = 60
 NICE_BINS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, *NICE_BUCKETS_MS[:10])
-#: The series the report keeps apart from the rebalance protocols: episodes that formed a group from Empty.
-FORMATION = "formation"
-#: Percentile columns of a stats row, as the summary table names them (``tables/summary.py``).
-PERCENTILES = ((0.5, "p50"), (0.95, "p95"), (0.99, "p99"))
+__all__ = ["FORMATION", "NO_PROTOCOL", "ReportData", "detection_width", "gather", "local_dir", "with_formation"]
 
 
 @dataclass
@@ -63,6 +62,10 @@ class ReportData:
     steady: dict[str, Any] | None = None
     formation: dict[str, Any] | None = None
     by_protocol: list[dict[str, Any]] = field(default_factory=list)
+    # Rebalances by series (a protocol, "none", or FORMATION): every count the report shows comes from here, and
+    # of those the episodes still open (no duration: not in the duration plot).
+    counts: dict[str, int] = field(default_factory=dict)
+    open: dict[str, int] = field(default_factory=dict)
     group_stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # the top groups', by group id
     timeline: list[dict[str, Any]] = field(default_factory=list)
     timeline_groups: list[str] = field(default_factory=list)
@@ -137,23 +140,21 @@ def _gather_rebalances(rebalances: DataFrame, data: ReportData, top: int, slowes
     data.outcomes = {
         row["outcome"] or "unknown": int(row["count"]) for row in rebalances.groupBy("outcome").count().collect()
     }
-    protocol = F.coalesce(F.col("rebalance_protocol"), F.lit("none"))
-
-    series = F.when(F.col(FORMATION), F.lit(FORMATION)).otherwise(protocol)
+    kind = series()
 
     # Durations on a log scale: 10 bins a decade, from 1 ms; formations a series of their own.
     finished = rebalances.where(F.col("duration_ms").isNotNull())
     log_bin = F.floor(F.log10(F.greatest(F.col("duration_ms"), F.lit(1)).cast("double")) * DURATION_BINS_PER_DECADE)
     data.durations = [
         (row["protocol"], int(row["bin"]), int(row["count"]))
-        for row in finished.groupBy(series.alias("protocol"), log_bin.cast("int").alias("bin")).count().collect()
+        for row in finished.groupBy(kind.alias("protocol"), log_bin.cast("int").alias("bin")).count().collect()
     ]
 
     if data.first_ms is not None and data.last_ms is not None:
         wanted = (data.last_ms - data.first_ms + 1) / TIME_BUCKETS
         width = next((w for w in NICE_BUCKETS_MS if w >= wanted), math.ceil(wanted / 86_400_000) * 86_400_000)
         data.bucket_ms = width
-        data.unowned = _unowned_buckets(rebalances, series, data.first_ms, width)
+        data.unowned = _unowned_buckets(rebalances, kind, data.first_ms, width)
 
     # The timeline: the busiest groups' generations (top by rebalances), capped in rows.
     lanes = min(top, 8)
@@ -184,23 +185,6 @@ def _gather_rebalances(rebalances: DataFrame, data: ReportData, top: int, slowes
         .select(*columns)
     )
     data.slowest = [row.asDict() for row in slow.collect()]
-
-
-def with_formation(rebalances: DataFrame) -> DataFrame:
-    """The rebalances with ``formation``: the episode formed the group from Empty.
-
-    The table has no column for it: an episode forms the group when it leaves generation (group epoch) 0, a new
-    group, or when the episode before it in its (group, run) ended ``empty``. Classic groups wait
-    ``group.initial.rebalance.delay.ms`` then (3 s by default, KIP-134; docs/spec/group-coordinator.md), and
-    nobody owned anything before, so every partition is unowned all along: those episodes would dominate the
-    percentiles and the unowned time, and blur eager against cooperative, which differ in what a *change* to a
-    formed group costs. Consumer groups (KIP-848) have no initial delay, but their first target assigns every
-    partition from nobody (docs/spec/consumer-groups.md section 4.11): kept apart alike.
-    """
-    order = Window.partitionBy("group_id", "run_id").orderBy("start_ms", F.col("end_ms").asc_nulls_last())
-    after_empty = F.coalesce(F.lag("outcome").over(order) == "empty", F.lit(False))
-    new_group = F.coalesce(F.col("previous_generation") == 0, F.lit(False))
-    return rebalances.withColumn(FORMATION, new_group | after_empty)
 
 
 def _unowned_buckets(
@@ -244,14 +228,15 @@ def _unowned_buckets(
     return sorted((b, name, ups_, int(n)) for (b, name), (ups_, n) in found.items())
 
 
-def _stats(stable: Column) -> list[Column]:
-    """The summary table's rebalance columns, over the rows of ``stable`` for the percentiles (as
-    ``tables/summary.py``: durations and unowned time of episodes that ended Stable)."""
-    columns = [F.count("*").alias("rebalances")]
+def _stats() -> list[Column]:
+    """The summary table's rebalance columns (``tables/summary.py``: the same counts, and the percentiles by the
+    same method over the same episodes, those that ended Stable after formation), for a subset of the
+    rebalances; ``formation_stable`` adds the percentiles of the formations that ended Stable (their own row)."""
+    stable = F.col("outcome") == "stable"
+    columns = counts()
     for prefix, column in (("rebalance_ms", "duration_ms"), ("unowned_ps", "unowned_partition_seconds")):
-        values = F.percentile(F.when(stable, F.col(column)), [p for p, _ in PERCENTILES])
-        columns += [F.round(values.getItem(i), 3).alias(f"{prefix}_{name}") for i, (_, name) in enumerate(PERCENTILES)]
-        columns.append(F.round(F.max(F.when(stable, F.col(column))).cast("double"), 3).alias(f"{prefix}_max"))
+        columns += percentiles(prefix, F.when(steady(), F.col(column)))
+        columns += percentiles(f"formation_{prefix}", F.when(stable & F.col(FORMATION), F.col(column)))
     columns.append(
         F.round(F.coalesce(F.sum("unowned_partition_seconds"), F.lit(0.0)), 3).alias("unowned_partition_seconds")
     )
@@ -259,26 +244,38 @@ def _stats(stable: Column) -> list[Column]:
 
 
 def _gather_stats(rebalances: DataFrame, data: ReportData) -> None:
-    """Statistics with formation apart: after it, of it, per protocol after it, and for the top groups."""
-    stable = F.col("outcome") == "stable"
-    by_kind = rebalances.groupBy(F.col(FORMATION).alias("f")).agg(*_stats(stable)).collect()
+    """Every count and percentile of the report, in one aggregation by series (``tables/formation.py``: each
+    episode a formation, or after it by protocol or ``none``) and one over all: the cards, the legends and the
+    tables read their counts from ``data.counts`` only (issue 26, item 9). Then the top groups'."""
+    still_open = F.sum(F.col("duration_ms").isNull().cast("int")).alias("open")
+    rows = rebalances.groupBy(series().alias("series")).agg(*_stats(), still_open).collect()
+    by_series = {str(row["series"]): row.asDict() for row in rows}
+    data.counts = {name: int(row["rebalances"]) for name, row in by_series.items()}
+    data.open = {name: int(row["open"]) for name, row in by_series.items() if row["open"]}
     empty: dict[str, Any] = {"rebalances": 0, "unowned_partition_seconds": 0.0}
-    kinds = {bool(row["f"]): {k: v for k, v in row.asDict().items() if k != "f"} for row in by_kind}
-    data.steady = kinds.get(False, empty)
-    data.formation = kinds.get(True, empty)
-    protocol = F.coalesce(F.col("rebalance_protocol"), F.lit("none"))
-    per = rebalances.where(~F.col(FORMATION)).groupBy(protocol.alias("protocol")).agg(*_stats(stable))
-    data.by_protocol = [row.asDict() for row in per.collect()]
+    after = rebalances.where(~F.col(FORMATION)).agg(*_stats()).collect()[0].asDict()
+    data.steady = after
+    formed = by_series.get(FORMATION)
+    # The formations' row: their own percentiles (ended Stable), under the names the other rows use.
+    own = {
+        key.removeprefix("formation_"): value for key, value in (formed or {}).items() if key.startswith("formation_")
+    }
+    data.formation = {**formed, **own} if formed is not None else empty
+    data.by_protocol = [{**row, "protocol": name} for name, row in by_series.items() if name != FORMATION]
     if data.groups:
         wanted = [str(g["group_id"]) for g in data.groups]
         mine = rebalances.where(F.col("group_id").isin(wanted))
-        steady = mine.where(~F.col(FORMATION)).groupBy("group_id").agg(*_stats(stable))
-        formed = mine.groupBy("group_id").agg(
-            F.sum(F.col(FORMATION).cast("int")).alias("formations"),
-            F.round(F.sum(F.when(F.col(FORMATION), F.col("unowned_partition_seconds"))), 3).alias("formation_ups"),
+        ups = F.col("unowned_partition_seconds")
+        found = (
+            mine.groupBy("group_id")
+            .agg(
+                *_stats(),  # the counts of every episode, the percentiles after formation
+                F.round(F.coalesce(F.sum(F.when(~F.col(FORMATION), ups)), F.lit(0.0)), 3).alias("steady_ups"),
+                F.round(F.coalesce(F.sum(F.when(F.col(FORMATION), ups)), F.lit(0.0)), 3).alias("formation_ups"),
+            )
+            .collect()
         )
-        rows = formed.join(steady, ["group_id"], "left").collect()
-        data.group_stats = {row["group_id"]: row.asDict() for row in rows}
+        data.group_stats = {row["group_id"]: row.asDict() for row in found}
 
 
 def detection_width(low: int, high: int) -> int:

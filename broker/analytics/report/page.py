@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from broker.analytics.report.disturbances import disturbances_section
-from broker.analytics.report.gather import ReportData
+from broker.analytics.report.gather import FORMATION, ReportData
 from broker.analytics.report.plots import PLOTS
-from broker.analytics.report.style import CAUSE_COLORS, OTHER, PROTOCOLS, duration
+from broker.analytics.report.style import CAUSE_COLORS, OTHER, PROTOCOLS, counts_phrase, duration
 
 BAD_KINDS_HINT = "lines the job could not use; the examples give file:line"
 
@@ -45,6 +45,9 @@ th { font-size: 12px; color: var(--muted); font-weight: 600; text-transform: upp
      background: #fafbfc; }
 td.num, th.num { text-align: right; white-space: nowrap; }
 td code, .nowrap { white-space: nowrap; }
+/* The wide tables wrap their headers and names instead of hiding columns behind a scrollbar (issue 26). */
+th.num { white-space: normal; }
+#groups td code, #slowest td code { white-space: normal; overflow-wrap: anywhere; }
 tr.bad td { background: #fff1f0; }
 tr.bad td.kind { color: var(--bad); font-weight: 600; }
 code, pre { font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace; }
@@ -119,10 +122,9 @@ def _protocol_tag(value: str | None) -> str:
     return f'<span class="tag {_e(value)}">{_e(value)}</span>'
 
 
-def _by_protocol(summary: dict[str, object]) -> str:
-    """Rebalances by protocol: "3 eager, 1 cooperative, 5 consumer" (a summary row's counts)."""
-    counts = {p: summary.get(p) for p in PROTOCOLS}
-    return ", ".join(f"{int(n) if isinstance(n, int | float) else 0:,} {p}" for p, n in counts.items())
+def _rebalances(data: ReportData) -> int:
+    """Every episode: the sum of the series (``data.counts``), or the summary's count without the rebalances table."""
+    return sum(data.counts.values()) if data.counts else int((data.overall or {}).get("rebalances") or 0)
 
 
 def _bad_lines(data: ReportData) -> int:
@@ -172,7 +174,7 @@ def document(data: ReportData, images: dict[str, bytes]) -> str:
 
     parts.append('<div class="kpis">')
     parts += [
-        _kpi("Rebalances", _count(o.get("rebalances")), _by_protocol(o)),
+        _kpi("Rebalances", _count(_rebalances(data)), counts_phrase(data.counts)),
         _kpi("Duration p50", duration(steady.get("rebalance_ms_p50")), "ended Stable, after the group's formation"),
         _kpi(
             "Duration p95 / p99",
@@ -184,11 +186,15 @@ def document(data: ReportData, images: dict[str, bytes]) -> str:
         _kpi(
             "Unowned partition-seconds",
             _count(steady.get("unowned_partition_seconds")),
-            f"p95 {steady.get('unowned_ps_p95') or 0:,.1f} per rebalance, after formation",
+            # with the formations' share and the total, summary.json's unowned_partition_seconds
+            f"after formation (p95 {steady.get('unowned_ps_p95') or 0:,.1f} per rebalance); "
+            f"+{_count(formed.get('unowned_partition_seconds') or 0)} in formations, "
+            f"{_count((steady.get('unowned_partition_seconds') or 0) + (formed.get('unowned_partition_seconds') or 0))}"
+            " in all",
         ),
         _kpi(
             "Group formations",
-            _count(formed.get("rebalances")),
+            _count(data.counts.get(FORMATION, 0)),
             f"p50 {duration(formed.get('rebalance_ms_p50'))}, "
             f"{_count(formed.get('unowned_partition_seconds'))} unowned p-s",
         ),
@@ -212,9 +218,10 @@ def document(data: ReportData, images: dict[str, bytes]) -> str:
     }
     for name, title in PLOTS.items():
         encoded = base64.b64encode(images[name]).decode("ascii")
+        alt = f"{title}: {counts_phrase(data.counts)}" if name == "rebalance_durations" and data.counts else title
         parts.append(
             f'<section id="{name}"><h2>{_e(title)}</h2><p class="note">{_e(notes[name])}</p>'
-            f'<img class="plot" alt="{_e(title)}" src="data:image/png;base64,{encoded}"></section>'
+            f'<img class="plot" alt="{_e(alt)}" src="data:image/png;base64,{encoded}"></section>'
         )
         if name == "rebalance_durations":
             parts.append(_summary_section(data))
@@ -266,7 +273,8 @@ def _summary_section(data: ReportData) -> str:
 
 
 def _protocols_table(data: ReportData) -> str:
-    """Per protocol after formation, and the formations as a row of their own."""
+    """Per protocol after formation, the formations as a row of their own, and the total: the counts are
+    ``data.counts``, the card's and the legend's."""
     order = {name: i for i, name in enumerate((*PROTOCOLS, "none"))}
     listed = sorted(data.by_protocol, key=lambda r: (order.get(str(r["protocol"]), len(order)), str(r["protocol"])))
     if data.formation and data.formation.get("rebalances"):
@@ -274,7 +282,7 @@ def _protocols_table(data: ReportData) -> str:
     rows = [
         (
             _protocol_tag(r["protocol"]) if r["protocol"] else "group formation (from Empty)",
-            _count(r.get("rebalances")),
+            _count(data.counts.get(str(r["protocol"] or FORMATION), 0)),
             duration(r.get("rebalance_ms_p50")),
             duration(r.get("rebalance_ms_p95")),
             duration(r.get("rebalance_ms_p99")),
@@ -283,6 +291,9 @@ def _protocols_table(data: ReportData) -> str:
         )
         for r in listed
     ]
+    if rows:
+        total = sum(float(r.get("unowned_partition_seconds") or 0) for r in listed)
+        rows.append(("<strong>all rebalances</strong>", _count(_rebalances(data)), "", "", "", _count(total), ""))
     headers = [
         ("rebalances by protocol", False), ("rebalances", True), ("p50", True), ("p95", True), ("p99", True),
         ("unowned p-s", True), ("p-s p95", True),
@@ -309,21 +320,22 @@ def _causes_section(data: ReportData) -> str:
 def _groups_section(data: ReportData) -> str:
     rows = []
     for g in data.groups:
-        # The percentiles and unowned time after formation, when the rebalances table was there to tell.
+        # Counted from the rebalances table as every other count of the page (``gather._stats``): the summary
+        # row only when that table was not there.
         s = data.group_stats.get(str(g["group_id"]))
         after = s if s is not None else g
         rows.append(
             (
                 f"<code>{_e(g['group_id'])}</code>",
-                _count(g.get("rebalances")),
-                _count(s.get("formations")) if s is not None else "-",
+                _count(after.get("rebalances")),
+                _count(after.get("formations")),
                 duration(after.get("rebalance_ms_p50")),
                 duration(after.get("rebalance_ms_p99")),
                 duration(after.get("rebalance_ms_max")),
                 _count(g.get("expirations")),
-                f"{after.get('unowned_partition_seconds') or 0:,.0f}",
+                f"{(s['steady_ups'] if s is not None else g.get('unowned_partition_seconds')) or 0:,.0f}",
                 f"{s.get('formation_ups') or 0:,.0f}" if s is not None else "-",
-                " / ".join(f"{int(g.get(p) or 0):,}" for p in PROTOCOLS),
+                " / ".join(f"{int(after.get(p) or 0):,}" for p in (*PROTOCOLS, "no_protocol")),
                 _e(
                     ", ".join(f"{k} {v}" for k, v in sorted((g.get("causes") or {}).items(), key=lambda kv: -kv[1])[:3])
                 ),
@@ -331,12 +343,14 @@ def _groups_section(data: ReportData) -> str:
         )
     headers = [
         ("group", False), ("rebalances", True), ("formed", True), ("p50", True), ("p99", True), ("max", True),
-        ("expired", True), ("unowned p-s", True), ("formation p-s", True), ("eager / coop / consumer", True),
+        ("expired", True), ("unowned p-s", True), ("formation p-s", True),
+        ("eager / coop / consumer / none", True),
         ("top causes", False),
     ]  # fmt: skip
     note = (
-        f"The {len(data.groups)} of {data.group_count:,} groups with the most rebalances; durations and unowned "
-        "partition-seconds after the group's formation (its own column)."
+        f"The {len(data.groups)} of {data.group_count:,} groups with the most rebalances (formations included); "
+        "durations and unowned partition-seconds after the group's formation (its own column); by protocol after "
+        "formation, none: ended Empty or deleted before any sync."
     )
     return f'<section id="groups"><h2>Groups</h2><p class="note">{_e(note)}</p>{_table_html(headers, rows)}</section>'
 

@@ -56,6 +56,11 @@ def _style(axes: Axes) -> None:
     axes.tick_params(colors="#444444", labelsize=9)
 
 
+def _integer_ticks(axes: Axes) -> None:
+    """A count axis: whole numbers only (issue 26: a count of 0.5 rebalances)."""
+    axes.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+
+
 def _no_data(axes: Axes, message: str) -> None:
     axes.text(0.5, 0.5, message, ha="center", va="center", transform=axes.transAxes, color="#777777", fontsize=12)
     axes.set_xticks([])
@@ -77,14 +82,19 @@ def _plot_durations(data: ReportData) -> Figure:
             if protocol == name:
                 counts[b] += n
         total = sum(counts.values())
-        if not total:
+        # The legend counts every rebalance of the series (the report's one count, ``data.counts``); those still
+        # open have no duration to draw, and say so.
+        count = data.counts.get(name, total)
+        if not count and not total:
             continue
+        still_open = data.open.get(name, 0)
         label = {"none": "ended Empty or deleted (no protocol)"}.get(name, SERIES_LABELS.get(name, name))
+        label += f" ({count:,}" + (f", {still_open:,} open: not drawn)" if still_open else ")")
         color = SERIES_COLORS.get(name, OTHER)
         values = [counts[b] for b in range(low, high)]
         style = "--" if name == FORMATION else "-"
         axes.stairs(values, edges, fill=True, alpha=0.10 if name == FORMATION else 0.18, color=color)
-        axes.stairs(values, edges, color=color, linewidth=1.6, linestyle=style, label=f"{label} ({total:,})")
+        axes.stairs(values, edges, color=color, linewidth=1.6, linestyle=style, label=label)
     axes.set_xscale("log")
     ticks = [t for t in DURATION_TICKS_MS if edges[0] / 2 <= t <= edges[-1] * 2]
     axes.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
@@ -92,6 +102,7 @@ def _plot_durations(data: ReportData) -> Figure:
     axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes.set_xlabel("duration (log scale)", color="#444444")
     axes.set_ylabel("rebalances", color="#444444")
+    _integer_ticks(axes)
     stats = data.steady if data.steady is not None else data.overall  # the percentiles after formation
     if stats:
         for key, style in (("rebalance_ms_p50", "--"), ("rebalance_ms_p99", ":")):
@@ -150,6 +161,7 @@ def _plot_detections(data: ReportData) -> Figure:
             )
     axes.set_xlabel("time from the last heartbeat to the eviction (s)", color="#444444")
     axes.set_ylabel("expired members", color="#444444")
+    _integer_ticks(axes)
     return figure
 
 
@@ -187,6 +199,7 @@ def _plot_unowned(data: ReportData) -> Figure:
     twin.spines[["top"]].set_visible(False)
     twin.tick_params(colors="#666666", labelsize=9)
     twin.set_ylim(bottom=0)
+    _integer_ticks(twin)
     axes.set_ylim(bottom=0)
     _time_axis(axes)
     handles, names = axes.get_legend_handles_labels()

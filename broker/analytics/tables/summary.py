@@ -7,12 +7,16 @@ from pyspark.sql import functions as F
 
 from broker.analytics.schema import SUMMARY
 from broker.analytics.tables.columns import as_int, typed
+from broker.analytics.tables.formation import FORMATION, with_formation
 
 PERCENTILES = (0.5, 0.95, 0.99)
+#: The rebalance protocols counted in columns of their own, after formation.
+PROTOCOL_COLUMNS = ("eager", "cooperative", "consumer")
 
 
-def _percentiles(prefix: str, column: Column, digits: int) -> list[Column]:
-    """Exact percentiles (interpolated between the two nearest values) and the maximum, rounded to ``digits``."""
+def percentiles(prefix: str, column: Column, digits: int = 3) -> list[Column]:
+    """Exact percentiles (interpolated between the two nearest values: Spark's ``percentile``) and the maximum,
+    rounded to ``digits``: the one method of the summary table and of the report (``report/gather.py``)."""
     values = F.percentile(column, list(PERCENTILES))
     names = ("p50", "p95", "p99")
     return [F.round(values.getItem(i), digits).alias(f"{prefix}_{name}") for i, name in enumerate(names)] + [
@@ -20,23 +24,43 @@ def _percentiles(prefix: str, column: Column, digits: int) -> list[Column]:
     ]
 
 
+def steady() -> Column:
+    """The episodes the percentiles are taken of (of rows ``with_formation`` marked): those that ended Stable (one
+    that ends with the group Empty or deleted stopped nobody) and did not form their group (``formation.py``)."""
+    return (F.col("outcome") == "stable") & ~F.col(FORMATION)
+
+
+def counts() -> list[Column]:
+    """``rebalances`` and its split (of rows ``with_formation`` marked): ``formations``, then the episodes after
+    formation by protocol and ``no_protocol``; the five add up to ``rebalances``."""
+    after = ~F.col(FORMATION)
+    protocol = F.col("rebalance_protocol")
+    return [
+        F.count("*").alias("rebalances"),
+        F.coalesce(F.sum(as_int(F.col(FORMATION))), F.lit(0)).alias("formations"),
+        *(F.coalesce(F.sum(as_int(after & (protocol == p))), F.lit(0)).alias(p) for p in PROTOCOL_COLUMNS),
+        F.coalesce(F.sum(as_int(after & protocol.isNull())), F.lit(0)).alias("no_protocol"),
+    ]
+
+
 def summary_table(rebalances: DataFrame, members: DataFrame) -> DataFrame:
     """Per group, then one row for everything (``scope`` "all", ``group_id`` null).
 
-    Durations and unowned partition-seconds are those of episodes that ended Stable (an episode that ends with
-    the group Empty or deleted stopped nobody); detection is ``since_last_heartbeat_ms`` of expired members.
+    Durations and unowned partition-seconds are those of episodes that ended Stable after the group's formation
+    (``steady``), as the report's; detection is ``since_last_heartbeat_ms`` of expired members.
     """
-    stable = F.col("outcome") == "stable"
+    rebalances = with_formation(rebalances)
+    stable = steady()
 
     def rebalance_stats(keys: list[str]) -> DataFrame:
         return rebalances.groupBy(*keys).agg(
-            F.count("*").alias("rebalances"),
-            *_percentiles("rebalance_ms", F.when(stable, F.col("duration_ms")), 3),
-            *_percentiles("unowned_ps", F.when(stable, F.col("unowned_partition_seconds")), 3),
+            *counts(),
+            *percentiles("rebalance_ms", F.when(stable, F.col("duration_ms"))),
+            *percentiles("unowned_ps", F.when(stable, F.col("unowned_partition_seconds"))),
             F.round(F.sum("unowned_partition_seconds"), 3).alias("unowned_partition_seconds"),
-            F.sum(as_int(F.col("rebalance_protocol") == "eager")).alias("eager"),
-            F.sum(as_int(F.col("rebalance_protocol") == "cooperative")).alias("cooperative"),
-            F.sum(as_int(F.col("rebalance_protocol") == "consumer")).alias("consumer"),
+            F.round(
+                F.coalesce(F.sum(F.when(F.col(FORMATION), F.col("unowned_partition_seconds"))), F.lit(0.0)), 3
+            ).alias("formation_unowned_partition_seconds"),
         )
 
     def causes(keys: list[str]) -> DataFrame:
@@ -48,7 +72,7 @@ def summary_table(rebalances: DataFrame, members: DataFrame) -> DataFrame:
     def member_stats(keys: list[str]) -> DataFrame:
         expired = F.col("end") == "expired"
         return members.groupBy(*keys).agg(
-            *_percentiles("detection_ms", F.when(expired, F.col("since_last_heartbeat_ms")), 3),
+            *percentiles("detection_ms", F.when(expired, F.col("since_last_heartbeat_ms"))),
             F.sum(as_int(expired)).alias("expirations"),
         )
 
@@ -68,8 +92,8 @@ def summary_table(rebalances: DataFrame, members: DataFrame) -> DataFrame:
     # A group with members but no rebalance (or the reverse) has zeros, not nulls, for what it counts.
     both = (
         groups.unionByName(overall)
-        .fillna(0, subset=["rebalances", "expirations", "eager", "cooperative", "consumer"])
-        .fillna(0.0, subset=["unowned_partition_seconds"])
+        .fillna(0, subset=["rebalances", "formations", "expirations", *PROTOCOL_COLUMNS, "no_protocol"])
+        .fillna(0.0, subset=["unowned_partition_seconds", "formation_unowned_partition_seconds"])
         .withColumn("causes", F.coalesce("causes", F.create_map().cast("map<string,bigint>")))
     )
     return typed(both, SUMMARY)
