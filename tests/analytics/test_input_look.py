@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from tests.cli.test_control_cli import start_broker
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
+MARKDOWN = "# Notes\n\nStart the broker with `group-broker serve`, then:\n\n```sh\nls\n```\n"
 EVENT_HELP = "An event log has one JSON object per line"
 
 
@@ -97,8 +97,11 @@ def test_a_chaos_report_a_summary_and_an_analysis_directory(tmp_path: Path) -> N
 
 
 def test_markdown_empty_and_binary(tmp_path: Path) -> None:
-    said = refused(README, out=tmp_path / "out")
-    assert f"no event in {README}: it looks like Markdown/text: no line is a JSON object (" in said
+    # Not README.md itself: it quotes JSON lines (watch --json, events) and then rightly reads as JSON lines.
+    markdown = tmp_path / "notes.md"
+    markdown.write_text(MARKDOWN)
+    said = refused(markdown, out=tmp_path / "out")
+    assert f"no event in {markdown}: it looks like Markdown/text: no line is a JSON object (" in said
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert f"no event in {empty}: it is empty (no lines at all). " in refused(empty, out=tmp_path / "out")
@@ -121,7 +124,7 @@ def test_event_logs_pass_the_look(tmp_path: Path) -> None:
     generate.generate(events, 2000, seed=5, bad_lines=3)
     assert events.stat().st_size > sniff.SAMPLE_BYTES  # the sample is cut within a line
     (tmp_path / "logs" / "events.jsonl.1.gz").write_bytes(gzip.compress(events.read_bytes()))
-    shutil.copy(README, tmp_path / "logs" / "README.md")
+    (tmp_path / "logs" / "README.md").write_text(MARKDOWN)
     kinds = sorted(found.kind for found in sniff.look([str(tmp_path / "logs")]) or [])
     assert kinds == ["events", "events", "text"]
     assert surely_no_events([str(tmp_path / "logs")]) is None
