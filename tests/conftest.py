@@ -27,10 +27,19 @@ ROOT = Path(__file__).resolve().parent.parent
 TEST_GROUP_FLAGS = ["--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", "1000"]
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nobody listens on, and not one this run handed out before: two calls in a row may otherwise get the
+    same port from the kernel, and two brokers given it race for it (seen in CI: one exits with 1)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:

@@ -51,6 +51,7 @@ LOOKS = {
     "json": "looks like a JSON document, not one event record per line",
     "json_lines": "has JSON lines, but none is an event record (an integer `v` and a known `event`)",
     "text": "looks like Markdown/text: no line is a JSON object",
+    "mostly_text": "looks like Markdown/text: most lines are not JSON objects, and none that is is an event record",
 }
 
 
@@ -163,7 +164,9 @@ def classify(data: bytes, whole: bool) -> tuple[str, int]:
         if "format_version" in document and ("input_kinds" in document or "overall" in document):
             return "summary", 1
     if records:
-        return "json_lines", len(lines)
+        prose = sum(1 for line in lines if line.strip() and not line.lstrip().startswith("{"))
+        # A README that quotes a JSON line or two is still a README (issue 26, item 5).
+        return ("mostly_text" if prose > len(records) else "json_lines"), len(lines)
     return "text", len(lines)
 
 

@@ -97,11 +97,14 @@ def test_a_chaos_report_a_summary_and_an_analysis_directory(tmp_path: Path) -> N
 
 
 def test_markdown_empty_and_binary(tmp_path: Path) -> None:
-    # Not README.md itself: it quotes JSON lines (watch --json, events) and then rightly reads as JSON lines.
     markdown = tmp_path / "notes.md"
     markdown.write_text(MARKDOWN)
     said = refused(markdown, out=tmp_path / "out")
     assert f"no event in {markdown}: it looks like Markdown/text: no line is a JSON object (" in said
+    quoting = tmp_path / "quoting.md"  # as README.md does: prose that quotes a JSON answer or two
+    quoting.write_text(MARKDOWN + '{"group_id": "live", "state": "Empty"}\n' + MARKDOWN)
+    said = refused(quoting, out=tmp_path / "out")
+    assert "looks like Markdown/text: most lines are not JSON objects, and none that is is an event record" in said
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     assert f"no event in {empty}: it is empty (no lines at all). " in refused(empty, out=tmp_path / "out")
