@@ -29,6 +29,7 @@ RANKS: dict[str, int] = {
     "broker.setting": 0,
     "broker.timing": 1,
     "broker.re2_pattern": 1,  # RE2 loaded on first use, for KIP-848 subscriptions and ListTransactions v2
+    "broker.changes": 1,  # the durable-change contract (issue 27): coordinator/, storage/, transactions/ put to it
     "broker.events": 2,
     "broker.coordinator": 3,
     "broker.storage": 3,
@@ -36,6 +37,7 @@ RANKS: dict[str, int] = {
     # The server's setting declarations and the listener syntax they parse: a leaf (it imports only
     # broker.setting) ranked below config/, which collects them into Settings; the rest of the server stays above.
     "broker.server.settings": 3,
+    "broker.storage.disk.settings": 3,  # the data directory's settings: a leaf config/ collects
     "broker.config": 4,
     "broker.api": 5,
     "broker.server": 6,
