@@ -67,8 +67,10 @@ FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --gid 10001 broker \
     && useradd --uid 10001 --gid broker --no-create-home --home-dir /var/lib/group-broker --shell /usr/sbin/nologin \
         broker \
-    && mkdir /var/lib/group-broker && chown broker:broker /var/lib/group-broker
+    && mkdir -p /var/lib/group-broker/data && chown -R broker:broker /var/lib/group-broker
 WORKDIR /var/lib/group-broker
+# /var/lib/group-broker/data is made here, owned by the broker user, so that a named volume mounted on it (compose.yaml:
+# GROUP_BROKER_DATA_DIR) starts with that owner; the image itself stays memory-only unless the variable is set.
 # Two listeners, as Kafka users know them: INTERNAL for other containers (`broker:9092` in compose.yaml, where the
 # service is named broker) and EXTERNAL for clients on the host through a published port (`-p 19092:19092`:
 # bootstrap localhost:19092). Each listener returns its own advertised address in Metadata and FindCoordinator.

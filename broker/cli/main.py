@@ -348,7 +348,11 @@ async def _serve(config: settings.Settings) -> int:
 
     from broker.server.broker import BrokerServer
 
-    server = BrokerServer(config, load_in_background=True)  # the first ApiVersions answer comes first
+    try:
+        server = BrokerServer(config, load_in_background=True)  # the first ApiVersions answer comes first
+    except OSError as error:  # the data directory refused (broker/server/durable.py): its one line
+        print(f"group-broker: {error}", file=sys.stderr)
+        return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -356,7 +360,8 @@ async def _serve(config: settings.Settings) -> int:
     try:
         await server.start()
     except OSError as error:
-        where = "" if "control API" in str(error) else f"cannot listen on {config.host}:{config.port}: "
+        whole = getattr(error, "whole_line", False) or "control API" in str(error)
+        where = "" if whole else f"cannot listen on {config.host}:{config.port}: "
         print(f"group-broker: {where}{error}", file=sys.stderr)
         return 1
     finally:

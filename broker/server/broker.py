@@ -32,11 +32,12 @@ from broker.server.gates import FaultGate, Gate
 from broker.server.quotas import ConnectionQuotas, Slot
 from broker.server.stats import RequestStats
 from broker.timing.clock import Clock, SystemClock
-from broker.timing.keys import LOG_RETENTION, MALLOC_TRIM
+from broker.timing.keys import DATA_DIR_FSYNC, LOG_RETENTION, MALLOC_TRIM
 from broker.timing.purgatory import Purgatory
 
 if TYPE_CHECKING:
     from broker.coordinator.coordinator import GroupCoordinator
+    from broker.server.durable import DurableState
     from broker.server.event_tally import EventTally
     from broker.server.host import OpenConnection
     from broker.storage.delayed_fetch import DelayedFetches
@@ -143,7 +144,16 @@ class BrokerServer:
     state is built here."""
 
     def __init__(self, settings: Settings, clock: Clock | None = None, *, load_in_background: bool = False) -> None:
+        # The data directory (issue 27) is opened first: a locked, foreign or unreadable one refuses the start
+        # before anything binds (broker/server/durable.py), and a stored cluster id is the broker's.
+        self.durable: DurableState | None = None
+        if settings.data_dir:
+            from broker.server.durable import DurableState
+
+            self.durable = DurableState(settings)
+            settings = dataclasses.replace(settings, cluster_id=self.durable.cluster_id)
         self.settings = settings
+        self.load_report: dict[str, int | float] = {}  # what the data directory held (broker_started)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.purgatory = Purgatory(self.clock)
         self.events = EventHub(
@@ -196,6 +206,7 @@ class BrokerServer:
     def _build_state(self) -> None:
         """The group coordinator, the topics, delayed fetches and the transaction coordinator (imported here: under
         ``serve`` a worker thread has imported them already)."""
+        from broker.changes import NULL_CHANGES
         from broker.coordinator.coordinator import GroupCoordinator
         from broker.server.catalog import RegistryCatalog
         from broker.server.event_tally import EventTally
@@ -205,6 +216,8 @@ class BrokerServer:
         from broker.transactions.coordinator import TransactionCoordinator
 
         settings = self.settings
+        durable = self.durable
+        changes = durable.changes if durable is not None else NULL_CHANGES
         self.tally = EventTally(self.events.subscribe)  # /metrics' event series, counted from the first event
         topics = TopicRegistry(
             auto_create=settings.auto_create_topics,
@@ -213,9 +226,9 @@ class BrokerServer:
             budget=StorageBudget(settings.storage_max_bytes),
             max_partitions_per_request=settings.max_partitions_per_request,
             max_partitions_per_topic=settings.max_partitions_per_topic,
+            changes=changes,
+            segments=durable.segments if durable is not None else None,
         )
-        for name, partitions in settings.topics:
-            topics.create(name, partitions)
         self.topics = topics
         self.coordinator = GroupCoordinator(
             settings.group,
@@ -224,6 +237,7 @@ class BrokerServer:
             events=self.events,
             partition_count=self._partition_count,
             topics=RegistryCatalog(topics),  # consumer groups see topics by id (consumer-groups.md 3.6)
+            changes=changes,
         )
         topics.on_delete(self._topic_deleted)
         self.fetches = DelayedFetches(self.purgatory)
@@ -235,7 +249,13 @@ class BrokerServer:
             settings.txn,
             next_producer_id=self.producer_ids.__next__,
             events=self.events,  # transaction events share the groups' hub (docs/events.md, "Transactions")
+            changes=changes,
         )
+        if durable is not None:
+            self.load_report = durable.load(topics, self.coordinator, self.transactions)
+        for name, partitions in settings.topics:  # --topic: made once, kept by a data directory
+            if topics.get(name) is None:
+                topics.create(name, partitions)
         self._schedule_retention()
         for listener in self.listeners:  # contexts made while the state was pending
             listener.api.coordinator = self.coordinator
@@ -314,6 +334,8 @@ class BrokerServer:
                 await self._close_listeners()
                 raise
         self.transactions.start()  # the timeout and id-expiration scans (transactions spec section 3.9)
+        if self.durable is not None and self.settings.fsync == "interval":
+            self._schedule_fsync()
         self.ready = True
         for fields in self._listening:
             log.info("broker listening", **fields)
@@ -430,6 +452,14 @@ class BrokerServer:
             log.info("log retention", batches_deleted=dropped, stored_bytes=self.topics.budget.used)
         self._schedule_retention()
 
+    def _schedule_fsync(self) -> None:
+        self.purgatory.schedule(DATA_DIR_FSYNC, self.settings.fsync_interval_ms, self._fsync)
+
+    def _fsync(self) -> None:
+        if self.durable is not None:
+            self.durable.tick()
+            self._schedule_fsync()
+
     def _has_member(self, group_id: str, member_id: str) -> bool:
         return self.coordinator.has_member(group_id, member_id)
 
@@ -477,4 +507,7 @@ class BrokerServer:
         if self.control is not None:
             await self.control.stop()
         self.events.close()
+        if self.durable is not None:  # flushed, marked cleanly shut down, unlocked: the next start finds it whole
+            self.durable.close()
+            self.durable = None
         log.info("broker stopped")

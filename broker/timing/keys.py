@@ -64,3 +64,6 @@ TXN_ID_EXPIRATION = ("txn-id-expiration",)
 def txn_completion_key(transactional_id: str) -> tuple[str, str]:
     """A transaction held in Prepare* before its markers are written (the TC's completion-delay test knob)."""
     return ("txn-completion", transactional_id)
+
+#: ``--fsync interval``: the next fsync of what the data directory wrote since the last one (issue 27).
+DATA_DIR_FSYNC = ("data-dir-fsync",)
