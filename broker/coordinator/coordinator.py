@@ -26,7 +26,9 @@ from typing import TypeVar
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.changes import NULL_CHANGES, Change, ChangeSink, of_kind
 from broker.coordinator.classic import admin
+from broker.coordinator.classic import durable as classic_durable
 from broker.coordinator.classic.events import GroupEventLog
 from broker.coordinator.classic.group import ClassicGroup, MemberError
 from broker.coordinator.classic.groups import ClassicGroups
@@ -62,6 +64,7 @@ from broker.coordinator.messages import (
     every_partition,
 )
 from broker.coordinator.modern.consumer import describe as consumer_describe
+from broker.coordinator.modern.consumer.durable import consumer_records, load_consumer_groups
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.groups import ConsumerGroups
 from broker.coordinator.modern.consumer.heartbeat import ConsumerHeartbeatHandler
@@ -69,6 +72,7 @@ from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.consumer.referee import RefereedEventLog
 from broker.coordinator.modern.consumer.verbs import ConsumerVerbs
 from broker.coordinator.modern.types import StaticCatalog, TopicCatalog
+from broker.coordinator.offset_store import OffsetStore
 from broker.coordinator.offsets.manager import OffsetManager, rejected_commit
 from broker.coordinator.registry import GroupRegistry, WrongGroupType
 from broker.coordinator.verb_errors import Conflict, UnknownTarget
@@ -103,6 +107,7 @@ class GroupCoordinator:
         events: GroupEvents | None = None,
         partition_count: Callable[[str], int | None] | None = None,
         topics: TopicCatalog | None = None,
+        changes: ChangeSink = NULL_CHANGES,
     ) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.purgatory = purgatory if purgatory is not None else Purgatory(self.clock)
@@ -113,9 +118,12 @@ class GroupCoordinator:
         config = config if config is not None else GroupConfig()
         new_member_uuid = new_uuid or random_uuid
         # Each handler is built on those it calls; nothing calls back up but a timer's action.
-        registry = GroupRegistry()
+        # Issue 27: every durable change (offsets, groups) goes to ``changes`` before the answer that made it.
+        self.changes = changes
+        registry = GroupRegistry(OffsetStore(changes))
         self._registry = registry
         classic = ClassicGroups(config, self.clock, self.purgatory, GroupEventLog(self.events), self.log, registry)
+        classic.changes = changes
         rebalancer = Rebalancer(classic)
         sessions = Sessions(classic, rebalancer)
         joins = JoinHandler(classic, rebalancer, sessions, new_member_uuid)
@@ -132,6 +140,7 @@ class GroupCoordinator:
             RefereedEventLog(self.events, self.topics),
             self.log,
             registry,
+            changes=changes,
         )
         self._consumer = consumer
         self._consumer_heartbeats = ConsumerHeartbeatHandler(consumer, classic, _member_id_of(new_member_uuid))
@@ -318,7 +327,8 @@ class GroupCoordinator:
     def commit_offsets(self, request: CommitRequest) -> PartitionErrors:
         if not self.active:
             return rejected_commit(request, E.coordinator_not_available)
-        return self._offsets.commit(request)
+        with self.changes.atomic():  # one OffsetCommit, one journal entry (Kafka: one batch)
+            return self._offsets.commit(request)
 
     def fetch_offsets(
         self,
@@ -341,7 +351,8 @@ class GroupCoordinator:
         if not request.group_id:
             return _every_partition(request, E.invalid_group_id)
         try:
-            return self._offsets.commit_transactional(request)
+            with self.changes.atomic():
+                return self._offsets.commit_transactional(request)
         except Exception:
             self._classic.failures += 1
             self.log.exception("TxnOffsetCommit failed", group_id=request.group_id)
@@ -351,7 +362,8 @@ class GroupCoordinator:
         """The end marker of ``producer_id``'s transaction on these groups' offsets partitions (transactions.md
         5.3, replayEndTransactionMarker): COMMIT makes the pending offsets committed, ABORT drops them. Called by
         the transaction coordinator's completion."""
-        self._offsets.transactional.complete(producer_id, group_ids, commit)
+        with self.changes.atomic():
+            self._offsets.transactional.complete(producer_id, group_ids, commit)
 
     def delete_offsets(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]]) -> OffsetDeleteResult:
         if not self.active:
@@ -515,6 +527,41 @@ class GroupCoordinator:
         self._classic.unload_all()
         self._consumer.unload_all()
         self._offsets.clear()
+
+    # -- durable state (issue 27, cluster-and-durability.md 2.3 and 3.1) --------------------------------------
+
+    def durable_records(self) -> Iterator[Change]:
+        """What the groups and offsets hold, as the records a data directory keeps of them."""
+        yield from classic_durable.group_records(self._classic.groups.values(), self._classic.stored.__contains__)
+        yield from consumer_records(self._consumer)
+        yield from self._registry.offsets.durable_records()
+        yield from self._offsets.transactional.durable_records()
+
+    def load(self, changes: Iterable[Change]) -> None:
+        """Kafka's replay and onLoaded: the groups as stored, each member's session started afresh with its full
+        timeout, committed offsets, and pending transactional offsets still pending. Run once, on a fresh
+        coordinator, before the first request."""
+        changes = list(changes)
+        for change in of_kind(changes, "classic."):
+            if change.value is None:
+                continue
+            group = ClassicGroup(str(change.key[0]), self.clock.now_ms(), self._registry.offsets)
+            self._registry.add_classic(group)
+            self._classic.stored.add(group.group_id)
+            for member in classic_durable.rebuild(group, change.value):
+                self._sessions.start(group, member, member.session_timeout_ms)
+        load_consumer_groups(self._consumer, of_kind(changes, "consumer."))
+        highest = max(
+            self._registry.offsets.load(of_kind(changes, "offsets.commit")),
+            self._offsets.transactional.load(of_kind(changes, "offsets.pending")),
+        )
+        self._offsets.continue_orders_after(highest)
+        for group_id in self._registry.offsets.group_ids():  # offsets of a simple group: it comes back Empty
+            if self._registry.get(group_id) is None:
+                self._registry.add_classic(ClassicGroup(group_id, self.clock.now_ms(), self._registry.offsets))
+        for group_id in self._offsets.transactional.group_ids():
+            if self._registry.get(group_id) is None:
+                self._registry.add_classic(ClassicGroup(group_id, self.clock.now_ms(), self._registry.offsets))
 
 
 @dataclass(frozen=True, slots=True)

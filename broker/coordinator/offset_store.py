@@ -3,13 +3,21 @@
 One map per group id, whatever the group's type: a group converted from one type to the other (section 9.4 of
 ``docs/spec/consumer-groups.md``) keeps its offsets without a copy, and expiry and topic deletion are written once.
 The groups read their offsets here (``offsets``, read-only); only ``offsets/manager.py`` writes them.
+
+Every write is also a durable change (issue 27, ``broker/changes.py``): ``offsets.commit`` (group, topic,
+partition) with the whole committed offset, or its tombstone, as Kafka's OffsetCommit record (key version 1) and its
+null value. Because every path (OffsetCommit, a transaction's COMMIT, OffsetDelete, DeleteGroups, expiry, topic
+deletion) goes through ``put`` and ``remove`` here, none of them can forget to write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
+
+from broker.changes import NULL_CHANGES, Change, ChangeSink
 
 __all__ = ["CommittedOffset", "Key", "OffsetStore"]
 
@@ -30,9 +38,32 @@ class CommittedOffset:
     record_order: int = field(default=0, compare=False)
 
 
+COMMIT = "offsets.commit"
+
+
+def offset_value(offset: CommittedOffset) -> dict[str, Any]:
+    """The durable value of one committed offset: Kafka's OffsetCommitValue, and where it stands among commits."""
+    return {
+        "offset": offset.offset,
+        "leader_epoch": offset.leader_epoch,
+        "metadata": offset.metadata,
+        "commit_ms": offset.commit_timestamp_ms,
+        "expire_ms": offset.expire_timestamp_ms,
+        "order": offset.record_order,
+    }
+
+
+def offset_from(value: dict[str, Any]) -> CommittedOffset:
+    return CommittedOffset(
+        value["offset"], value["leader_epoch"], value["metadata"], value["commit_ms"], value["expire_ms"],
+        value["order"],
+    )
+
+
 class OffsetStore:
-    def __init__(self) -> None:
+    def __init__(self, changes: ChangeSink = NULL_CHANGES) -> None:
         self._by_group: dict[str, dict[Key, CommittedOffset]] = {}
+        self.changes = changes
 
     def of(self, group_id: str) -> Mapping[Key, CommittedOffset]:
         """The group's committed offsets, read-only (empty when it has none)."""
@@ -48,6 +79,8 @@ class OffsetStore:
 
     def put(self, group_id: str, key: Key, offset: CommittedOffset) -> None:
         self._by_group.setdefault(group_id, {})[key] = offset
+        if self.changes.enabled:
+            self.changes.put(COMMIT, (group_id, *key), offset_value(offset))
 
     def remove(self, group_id: str, key: Key) -> bool:
         """Drop one offset; True when there was one."""
@@ -56,11 +89,35 @@ class OffsetStore:
             return False
         if not offsets:
             del self._by_group[group_id]
+        if self.changes.enabled:
+            self.changes.delete(COMMIT, (group_id, *key))
         return True
 
     def remove_group(self, group_id: str) -> None:
         """Every offset of the group (DeleteGroups' tombstones, section 14.3)."""
-        self._by_group.pop(group_id, None)
+        offsets = self._by_group.pop(group_id, None)
+        if offsets and self.changes.enabled:
+            with self.changes.atomic():
+                for key in offsets:
+                    self.changes.delete(COMMIT, (group_id, *key))
+
+    # -- durable state (issue 27) ---------------------------------------------------------------------------
+
+    def durable_records(self) -> Iterator[Change]:
+        for group_id, offsets in self._by_group.items():
+            for key, offset in offsets.items():
+                yield Change(COMMIT, (group_id, *key), offset_value(offset))
+
+    def load(self, changes: Iterable[Change]) -> int:
+        """The committed offsets of a data directory; the highest record order loaded (commits go on after it)."""
+        highest = 0
+        for change in changes:
+            if change.kind == COMMIT and change.value is not None:
+                group_id, topic, partition = change.key
+                offset = offset_from(change.value)
+                self._by_group.setdefault(str(group_id), {})[(str(topic), int(partition))] = offset
+                highest = max(highest, offset.record_order)
+        return highest
 
     def items(self, group_id: str) -> list[tuple[Key, CommittedOffset]]:
         """A snapshot: safe to remove from while iterating it."""

@@ -44,7 +44,8 @@ class DurableState:
     timer, and what the last load found."""
 
     def __init__(self, settings: Settings) -> None:
-        from broker.storage.disk.datadir import DataDir, DataDirError
+        from broker.storage.disk.datadir import DataDir
+        from broker.storage.disk.errors import DataDirError
         from broker.storage.disk.fsync import FsyncPolicy
 
         assert settings.data_dir is not None
@@ -81,7 +82,7 @@ class DurableState:
         self, topics: TopicRegistry, coordinator: GroupCoordinator, transactions: TransactionCoordinator
     ) -> dict[str, int | float]:
         """Rebuild every owner from the directory, in Kafka's order; what was loaded, for ``broker_started``."""
-        from broker.storage.disk.datadir import DataDirError
+        from broker.storage.disk.errors import DataDirError
 
         journal = self.directory.journal
         started = time.perf_counter()

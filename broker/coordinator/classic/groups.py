@@ -11,6 +11,8 @@ from __future__ import annotations
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.changes import NULL_CHANGES, ChangeSink
+from broker.coordinator.classic import durable
 from broker.coordinator.classic.events import GroupEventLog
 from broker.coordinator.classic.group import ClassicGroup, discard
 from broker.coordinator.classic.member import Member
@@ -44,6 +46,14 @@ class ClassicGroups:
         self.log = log
         self.groups = self.registry.classic_groups  # the classic groups of the one registry, in creation order
         self.failures = 0  # operations that raised and were failed (``fail``): each is a coordinator bug
+        self.changes: ChangeSink = NULL_CHANGES  # issue 27: where ``store`` writes the group's record
+        self.stored: set[str] = set()  # the groups with a record in the data directory
+
+    def store(self, group: ClassicGroup) -> None:
+        """The group's GroupMetadata record, where Kafka writes one (``classic/durable.py``)."""
+        if self.changes.enabled:
+            self.changes.put(durable.KIND, (group.group_id,), durable.group_value(group))
+            self.stored.add(group.group_id)
 
     # -- groups ------------------------------------------------------------------------------------------
 
@@ -68,6 +78,9 @@ class ClassicGroups:
         group.pending_members.clear()
         self.transition(group, DEAD)
         self.registry.remove(group)
+        if group.group_id in self.stored:
+            self.stored.discard(group.group_id)
+            self.changes.delete(durable.KIND, (group.group_id,))
         self.events.group_deleted(group, why)
 
     def delete_group(self, group_id: str, why: str) -> None:
@@ -109,6 +122,8 @@ class ClassicGroups:
 
     def transition(self, group: ClassicGroup, state: GroupState) -> None:
         group.transition_to(state, self.clock.now_ms())
+        if state is EMPTY:
+            self.store(group)
         self.events.state_changed(group)
 
     # -- members -----------------------------------------------------------------------------------------

@@ -252,6 +252,8 @@ class JoinHandler:
         group.replace_static_member(instance_id, old_member_id, new_member_id)
         # An old id's timer left armed expires harmlessly: the group no longer knows that id.
         self._sessions.start(group, member, member.session_timeout_ms)
+        if group.state is STABLE:  # Kafka stores the group when a static member is replaced without a rebalance
+            self._groups.store(group)
         self._events.member_fenced(group, old_member_id, member, cause, reason)
 
 

@@ -132,6 +132,7 @@ class Rebalancer:
         self._events.join_completed(group)
         if group.is_in(EMPTY):
             group.assignment_view = None
+            self._groups.store(group)  # Kafka's onCompleteJoin stores the empty group
             self._events.group_emptied(group)
             return
         for member in group.members.values():

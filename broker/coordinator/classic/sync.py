@@ -76,7 +76,9 @@ class SyncHandler:
             )
         for member_id, member in group.members.items():
             member.assignment = by_member.get(member_id, b"")
-        # An in-memory store never fails, so the group becomes Stable at once.
+        # Kafka's storeGroup: the generation's record is written before any member gets its assignment (issue 27),
+        # and a store that returns has written it, so the group becomes Stable at once.
+        self._groups.store(group)
         self._rebalancer.propagate_assignment(group, E.none)
         self._groups.transition(group, STABLE)
         try:

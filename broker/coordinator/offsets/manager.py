@@ -48,6 +48,11 @@ class OffsetManager:
         )
         self._schedule_expiration()
 
+    def continue_orders_after(self, highest: int) -> None:
+        """After a load: commits go on after the last loaded one's place (transactions.md 5.2's order)."""
+        self._orders = itertools.count(highest + 1)
+        self.transactional.next_order = self._orders.__next__
+
     def _metadata_too_large(self, metadata: str) -> bool:
         """Read per call, for OffsetCommit and TxnOffsetCommit alike: a config replaced at run time applies."""
         return _java_string_length(metadata) > self._classic.config.offset_metadata_max_bytes

@@ -6,20 +6,27 @@ id and ``openTransactionsByGroup``. A TxnOffsetCommit stages offsets there (5.2)
 group's offsets partition makes them committed or drops them (5.3, ``replayEndTransactionMarker``). Pending offsets
 are invisible to OffsetFetch except through RequireStable (5.4), hold back retention (5.5) and are removed with the
 committed ones by DeleteGroups, OffsetDelete and topic deletion (5.5).
+
+Durable (issue 27): each staged offset is an ``offsets.pending`` change (group, producer id, topic, partition), as
+Kafka's transactional OffsetCommit records are; the marker's effect is written as what it does: the pending
+tombstones and, for a COMMIT, the ``offsets.commit`` upserts it makes visible. A data directory loads them pending
+(cluster-and-durability.md 3.2): invisible until the transaction coordinator completes or aborts the transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from kio.schema.errors import ErrorCode
 
+from broker.changes import Change
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.messages import PartitionErrors, TxnCommitRequest, every_partition
-from broker.coordinator.offset_store import CommittedOffset, Key
+from broker.coordinator.offset_store import CommittedOffset, Key, offset_from, offset_value
 from broker.coordinator.registry import GroupRegistry
 
 E = ErrorCode
+PENDING = "offsets.pending"
 
 
 class TransactionalOffsets:
@@ -33,11 +40,44 @@ class TransactionalOffsets:
         self._registry = registry
         self._store = registry.offsets
         self._classic = classic  # a commit without a generation into an unknown group creates a simple one
-        self._next_order = next_order
+        self.next_order = next_order
         self._too_large = metadata_too_large
         # 5.2: pendingTransactionalOffsets[pid][group][(topic, partition)]; the epoch is not part of the key.
         self._pending: dict[int, dict[str, dict[Key, CommittedOffset]]] = {}
         self._open_by_group: dict[str, set[int]] = {}
+
+    # -- durable state (issue 27) -------------------------------------------------------------------------
+
+    def _put(self, group_id: str, producer_id: int, key: Key, offset: CommittedOffset) -> None:
+        changes = self._store.changes
+        if changes.enabled:
+            changes.put(PENDING, (group_id, producer_id, *key), offset_value(offset))
+
+    def _drop(self, group_id: str, producer_id: int, keys: Iterable[Key]) -> None:
+        changes = self._store.changes
+        if changes.enabled:
+            for key in keys:
+                changes.delete(PENDING, (group_id, producer_id, *key))
+
+    def durable_records(self) -> Iterator[Change]:
+        for producer_id, by_group in self._pending.items():
+            for group_id, staged in by_group.items():
+                for key, offset in staged.items():
+                    yield Change(PENDING, (group_id, producer_id, *key), offset_value(offset))
+
+    def load(self, changes: Iterable[Change]) -> int:
+        """Pending offsets come back pending; the highest record order loaded."""
+        highest = 0
+        for change in changes:
+            if change.kind != PENDING or change.value is None:
+                continue
+            group_id, producer_id, topic, partition = change.key
+            offset = offset_from(change.value)
+            by_group = self._pending.setdefault(int(producer_id), {})
+            by_group.setdefault(str(group_id), {})[(str(topic), int(partition))] = offset
+            self._open_by_group.setdefault(str(group_id), set()).add(int(producer_id))
+            highest = max(highest, offset.record_order)
+        return highest
 
     # -- TxnOffsetCommit (5.1 steps 5-6) ------------------------------------------------------------------
 
@@ -56,9 +96,9 @@ class TransactionalOffsets:
                     errors.append((commit.partition, E.offset_metadata_too_large))
                     continue
                 # A later commit of the same transaction overwrites the same key (5.2).
-                staged[(topic, commit.partition)] = CommittedOffset(
-                    commit.offset, commit.leader_epoch, metadata, now, None, self._next_order()
-                )
+                offset = CommittedOffset(commit.offset, commit.leader_epoch, metadata, now, None, self.next_order())
+                staged[(topic, commit.partition)] = offset
+                self._put(request.group_id, request.producer_id, (topic, commit.partition), offset)
                 errors.append((commit.partition, E.none))
             results.append((topic, tuple(errors)))
         if staged:
@@ -86,6 +126,8 @@ class TransactionalOffsets:
         for group_id in group_ids:
             staged = by_group.pop(group_id, None) if by_group is not None else None
             self._forget(producer_id, group_id)
+            if staged:
+                self._drop(group_id, producer_id, staged)
             if not commit or not staged:
                 continue
             if self._registry.live(group_id) is None:
@@ -110,6 +152,9 @@ class TransactionalOffsets:
                 del self._open_by_group[group_id]
 
     # -- what the other offset operations ask (5.4, 5.5) --------------------------------------------------
+
+    def group_ids(self) -> list[str]:
+        return list(self._open_by_group)
 
     def has_open_transactions(self, group_id: str) -> bool:
         return bool(self._open_by_group.get(group_id))
@@ -139,9 +184,11 @@ class TransactionalOffsets:
             for key in list(staged):
                 if wanted is None or key in wanted:
                     del staged[key]
+                    self._drop(group_id, producer_id, (key,))
 
     def remove_topic(self, topic: str) -> None:
-        for by_group in self._pending.values():
-            for staged in by_group.values():
+        for producer_id, by_group in self._pending.items():
+            for group_id, staged in by_group.items():
                 for key in [k for k in staged if k[0] == topic]:
                     del staged[key]
+                    self._drop(group_id, producer_id, (key,))

@@ -11,11 +11,13 @@ from collections.abc import Iterable
 
 import structlog
 
+from broker.changes import NULL_CHANGES, ChangeSink
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.group_type import GroupType
 from broker.coordinator.messages import CommitRequest, PartitionErrors
 from broker.coordinator.modern.assignors import ASSIGNORS
 from broker.coordinator.modern.assignors.base import GroupSpec, MemberSpec
+from broker.coordinator.modern.consumer import durable
 from broker.coordinator.modern.consumer.events import ConsumerGroupEventLog
 from broker.coordinator.modern.consumer.group import ConsumerGroup, SubscriptionMetadata
 from broker.coordinator.modern.consumer.member import ConsumerMember
@@ -39,8 +41,12 @@ class ConsumerGroups:
         events: ConsumerGroupEventLog,
         log: structlog.typing.FilteringBoundLogger,
         registry: GroupRegistry | None = None,
+        *,
+        changes: ChangeSink = NULL_CHANGES,
     ) -> None:
         self.registry = registry if registry is not None else GroupRegistry()
+        self.changes = changes  # issue 27: consumer.* records (modern/consumer/durable.py)
+        self.stored: set[str] = set()  # the groups with records in the data directory
         self.config = config
         self.clock = clock
         self.purgatory = purgatory
@@ -49,6 +55,7 @@ class ConsumerGroups:
         self.log = log
         self.groups = self.registry.consumer_groups  # the consumer groups of the one registry, in creation order
         self.failures = 0
+        self._stored_targets: dict[str, int] = {}  # group id -> the assignment epoch whose targets were stored
 
     # -- groups ----------------------------------------------------------------------------------------------
 
@@ -68,10 +75,46 @@ class ConsumerGroups:
         self.register(group)
         return group
 
+    def store(self, group: ConsumerGroup, member_id: str | None) -> None:
+        """After a heartbeat: the group's record, the member's, and the targets (all of them when the target was
+        recomputed, else the member's). Values equal to the stored ones are not written (the sink skips them)."""
+        changes = self.changes
+        group_id = group.group_id
+        with changes.atomic():
+            changes.put(durable.GROUP, (group_id,), durable.group_value(group))
+            self.stored.add(group_id)
+            member = None if member_id is None else group.members.get(member_id)
+            if member is not None:
+                changes.put(durable.MEMBER, (group_id, member.member_id), durable.member_value(member))
+            if group.assignment_epoch != self._stored_targets.get(group_id):
+                self._stored_targets[group_id] = group.assignment_epoch
+                for target_id, target in group.targets.items():
+                    changes.put(
+                        durable.TARGET, (group_id, target_id), {"partitions": durable.assignment_value(target)}
+                    )
+            elif member is not None:
+                changes.put(
+                    durable.TARGET, (group_id, member.member_id),
+                    {"partitions": durable.assignment_value(group.target_of(member.member_id))},
+                )  # fmt: skip
+
+    def _unstore_members(self, group: ConsumerGroup, member_ids: Iterable[str]) -> None:
+        changes = self.changes
+        if changes.enabled and group.group_id in self.stored:
+            for member_id in member_ids:
+                changes.delete(durable.MEMBER, (group.group_id, member_id))
+                changes.delete(durable.TARGET, (group.group_id, member_id))
+
     def delete(self, group: ConsumerGroup, why: str) -> None:
         """Forgotten with its timers; its offsets stay in the store (the caller removes them if they must go)."""
         for member in list(group.members.values()):
             self._cancel_timers(group, member)
+        if self.changes.enabled and group.group_id in self.stored:
+            with self.changes.atomic():
+                self._unstore_members(group, list(group.members))
+                self.changes.delete(durable.GROUP, (group.group_id,))
+            self.stored.discard(group.group_id)
+            self._stored_targets.pop(group.group_id, None)
         self.registry.remove(group)
         self.events.group_deleted(group, why)
 
@@ -123,10 +166,12 @@ class ConsumerGroups:
         """Fence several members of one request together (GMM consumerGroupFenceMembers: LeaveGroup removing
         many members, section 10.3): each is removed as ``fence`` does, and the group epoch moves by one for all."""
         last: ConsumerMember | None = None
+        gone = []
         for member, reason in members:
             self._cancel_timers(group, member)
             group.remove_member(member.member_id)
             self.events.member_left(group, member, cause, reason)
+            gone.append(member.member_id)
             last = member
         if last is None:
             return
@@ -134,11 +179,16 @@ class ConsumerGroups:
         if group.members:
             self.refresh_metadata(group, force=True)
         self.note_state(group)
+        if self.changes.enabled and group.group_id in self.stored:
+            with self.changes.atomic():
+                self._unstore_members(group, gone)
+                self.store(group, None)
 
     def fence_silently(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """Drop a static member being replaced by its successor (section 4.7): no epoch bump, timers gone."""
         self._cancel_timers(group, member)
         group.remove_member(member.member_id)
+        self._unstore_members(group, (member.member_id,))
 
     def bump_epoch(self, group: ConsumerGroup, cause: str, member_id: str | None) -> None:
         group.group_epoch += 1

@@ -86,11 +86,15 @@ class ConsumerHeartbeatHandler:
             return steady
         try:
             validate_request(request, self._groups.config.consumer_assignors)
-            if request.member_epoch < 0:
-                return self._leave(request)
-            return self._join_or_heartbeat(request)
+            result = self._leave(request) if request.member_epoch < 0 else self._join_or_heartbeat(request)
         except HeartbeatError as refused:
             return ConsumerHeartbeatResult(refused.error, refused.message)
+        groups = self._groups
+        if groups.changes.enabled:  # issue 27: what this heartbeat changed, before its answer goes out
+            group = groups.get(request.group_id)
+            if group is not None:
+                groups.store(group, result.member_id or request.member_id)
+        return result
 
     # -- the hot path --------------------------------------------------------------------------------------
 
