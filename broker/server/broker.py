@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib
-import itertools
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, cast
@@ -34,6 +33,7 @@ from broker.server.stats import RequestStats
 from broker.timing.clock import Clock, SystemClock
 from broker.timing.keys import DATA_DIR_FSYNC, LOG_RETENTION, MALLOC_TRIM
 from broker.timing.purgatory import Purgatory
+from broker.transactions.producer_ids import ProducerIds
 
 if TYPE_CHECKING:
     from broker.coordinator.coordinator import GroupCoordinator
@@ -172,7 +172,7 @@ class BrokerServer:
         self.connections_accepted = 0
         self._closed_since_trim = 0
         # One producer id allocator for idempotent and transactional producers (transactions spec section 3.4).
-        self.producer_ids = itertools.count()
+        self.producer_ids = ProducerIds()  # durable in blocks with a data directory (issue 27)
         self.connections: set[OpenConnection] = set()
         self.quotas = ConnectionQuotas(
             settings.max_connections, settings.max_connections_per_ip, settings.max_connections_per_ip_overrides
@@ -218,6 +218,7 @@ class BrokerServer:
         settings = self.settings
         durable = self.durable
         changes = durable.changes if durable is not None else NULL_CHANGES
+        self.producer_ids.changes = changes
         self.tally = EventTally(self.events.subscribe)  # /metrics' event series, counted from the first event
         topics = TopicRegistry(
             auto_create=settings.auto_create_topics,
@@ -226,8 +227,6 @@ class BrokerServer:
             budget=StorageBudget(settings.storage_max_bytes),
             max_partitions_per_request=settings.max_partitions_per_request,
             max_partitions_per_topic=settings.max_partitions_per_topic,
-            changes=changes,
-            segments=durable.segments if durable is not None else None,
         )
         self.topics = topics
         self.coordinator = GroupCoordinator(
@@ -252,7 +251,7 @@ class BrokerServer:
             changes=changes,
         )
         if durable is not None:
-            self.load_report = durable.load(topics, self.coordinator, self.transactions)
+            self.load_report = durable.load(topics, self.coordinator, self.transactions, self.producer_ids)
         for name, partitions in settings.topics:  # --topic: made once, kept by a data directory
             if topics.get(name) is None:
                 topics.create(name, partitions)
@@ -495,6 +494,10 @@ class BrokerServer:
         self.stopping = True
         for server in self._servers:
             server.close()
+        if self.durable is not None:
+            # Closed before the coordinators unload: what they give up on the way out is not a change to keep.
+            self.durable.close()
+            self.durable = None
         self.coordinator.shutdown()
         self.transactions.stop()
         if self._timer is not None:
@@ -507,7 +510,4 @@ class BrokerServer:
         if self.control is not None:
             await self.control.stop()
         self.events.close()
-        if self.durable is not None:  # flushed, marked cleanly shut down, unlocked: the next start finds it whole
-            self.durable.close()
-            self.durable = None
         log.info("broker stopped")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from broker.storage.disk.segments import SegmentLog
     from broker.storage.topics import TopicRegistry
     from broker.transactions.coordinator import TransactionCoordinator
+    from broker.transactions.producer_ids import ProducerIds
 
 # Kafka's log.segment.bytes default: one segment file per GiB of a partition.
 SEGMENT_BYTES = 1_073_741_824
@@ -79,7 +80,11 @@ class DurableState:
         return SegmentLog(self.directory.partition_dir(topic, partition), self.fsync, SEGMENT_BYTES)
 
     def load(
-        self, topics: TopicRegistry, coordinator: GroupCoordinator, transactions: TransactionCoordinator
+        self,
+        topics: TopicRegistry,
+        coordinator: GroupCoordinator,
+        transactions: TransactionCoordinator,
+        producer_ids: ProducerIds,
     ) -> dict[str, int | float]:
         """Rebuild every owner from the directory, in Kafka's order; what was loaded, for ``broker_started``."""
         from broker.storage.disk.errors import DataDirError
@@ -87,11 +92,16 @@ class DurableState:
         journal = self.directory.journal
         started = time.perf_counter()
         try:
-            topics.load([*journal.changes("topics."), *journal.changes("log.")])
+            from broker.storage.durable_topics import DurableTopics
+
+            durable_topics = DurableTopics(topics, journal, self.segments, self.directory.path / "logs")
+            durable_topics.load([*journal.changes("topics."), *journal.changes("log.")])
+            topics.durable = durable_topics
             coordinator.load(
                 [*journal.changes("classic."), *journal.changes("consumer."), *journal.changes("offsets.")]
             )
-            transactions.load([*journal.changes("txn."), *journal.changes("pid.")])
+            producer_ids.load(journal.changes("pid."))
+            transactions.load(journal.changes("txn."))
         except DataDirError as error:
             raise StartRefused(f"data directory {self.directory.path}: {error}") from None
         transactions.complete_loaded()  # PrepareCommit/PrepareAbort: their markers, now that logs and groups exist

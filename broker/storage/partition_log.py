@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import bisect
 import collections
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -23,6 +25,7 @@ from broker.storage.records import (
     read_header,
     read_index,
     restamp,
+    validate_client_batch,
 )
 from broker.storage.transactions import AbortedTxn, ActiveProducer, TransactionState
 
@@ -143,9 +146,19 @@ class StorageBudget:
         self.used -= size
 
 
+class PartitionDisk(Protocol):
+    """Where a durable partition's batches and log start offset go (``topics.py`` wires the data directory's)."""
+
+    def appended(self, base_offset: int, data: bytes) -> None: ...
+
+    def start_moved(self, log_start_offset: int) -> None: ...
+
+
 class PartitionLog:
     def __init__(self, budget: StorageBudget) -> None:
         self._budget = budget
+        # Issue 27: the data directory's side of this partition; None for memory only (nothing more to do then).
+        self.disk: PartitionDisk | None = None
         self._batches: list[StoredBatch] = []
         # Parallel to _batches: last offsets to find a batch by bisection, and where each batch starts in
         # the log's byte stream (positions never reused, so bytes past any batch are one subtraction).
@@ -271,6 +284,8 @@ class PartitionLog:
             first = self._batches[0].base_offset if self._batches else self.next_offset
             self.log_start_offset = max(self.log_start_offset, first)
             self._forget_producers_without_batches()
+            if self.disk is not None:
+                self.disk.start_moved(self.log_start_offset)
         return dropped
 
     def _forget_producers_without_batches(self) -> None:
@@ -304,6 +319,8 @@ class PartitionLog:
                 self._budget.release(freed)
                 self._charged -= freed
             self._forget_producers_without_batches()
+            if self.disk is not None:
+                self.disk.start_moved(self.log_start_offset)
         return self.log_start_offset
 
     # -- transactions (docs/spec/transactions.md section 4) ----------------------------------------
@@ -317,6 +334,12 @@ class PartitionLog:
             index,
         )
         self._budget.reserve(stored.charge)
+        if self.disk is not None:  # written before it is stored or answered (cluster-and-durability.md 3.4)
+            try:
+                self.disk.appended(base_offset, stored.data)
+            except BaseException:
+                self._budget.release(stored.charge)
+                raise
         self._charged += stored.charge
         self._batches.append(stored)
         self._last_offsets.append(stored.last_offset)
@@ -325,6 +348,29 @@ class PartitionLog:
         self.next_offset = stored.last_offset + 1
         self.size_bytes += len(batch)
         return base_offset
+
+    def recover(self, batches: Iterable[bytes], log_start_offset: int) -> None:
+        """Rebuild this (empty, diskless) log from its stored batches, through the code that appended them: the
+        producers' sequences and epochs, open transactions, the last stable offset and the aborted index come out
+        as they were (cluster-and-durability.md 3.5 step 2)."""
+        for data in batches:
+            header = read_header(data)
+            if not self._batches:
+                self.log_start_offset = header.base_offset
+            self.next_offset = header.base_offset  # the same offset it had: _store stamps it again
+            marker = read_marker(header, data) if header.is_control else None
+            try:
+                if marker is not None:
+                    self.append_marker(marker, header.max_timestamp)
+                else:
+                    index = None if header.compression == 0 else validate_client_batch(header, data, _INT32_MAX)
+                    self.append(header, data, index)
+            except InvalidBatch:
+                self._store(header, data, None)  # what was stored stays stored, whatever a check now says
+        if log_start_offset > self.log_start_offset:
+            self.delete_records_before(log_start_offset)
+        elif not self._batches:
+            self.log_start_offset = self.next_offset = max(self.next_offset, log_start_offset)
 
     def has_ongoing_transaction(self, producer_id: int) -> bool:
         """UnifiedLog.hasOngoingTransaction: what Produce-time verification asks (section 4.3)."""

@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from broker.setting import Setting, parse_bool
 
-if TYPE_CHECKING:  # imported where a log is made: settings and the API layer read this module before any exists
+if TYPE_CHECKING:
+    from broker.storage.durable_topics import (
+        DurableTopics,  # imported where a log is made: settings and the API layer read this module before any exists
+    )
     from broker.storage.partition_log import PartitionLog, StorageBudget
 
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -148,7 +151,7 @@ def new_topic_id() -> uuid.UUID:
 
 
 class Topic:
-    __slots__ = ("configs", "defaults", "logs", "name", "topic_id")
+    __slots__ = ("configs", "configs_changed", "defaults", "logs", "name", "topic_id")
 
     def __init__(
         self, name: str, partitions: int, budget: StorageBudget, defaults: LogDefaults, configs: Mapping[str, str]
@@ -157,6 +160,7 @@ class Topic:
         self.topic_id = new_topic_id()
         self.defaults = defaults
         self.configs = dict(configs)
+        self.configs_changed: Callable[[Topic], None] | None = None  # the registry's record of it (issue 27)
         from broker.storage.partition_log import PartitionLog
 
         self.logs = [PartitionLog(budget) for _ in range(partitions)]
@@ -188,6 +192,8 @@ class Topic:
         """AlterConfigs and IncrementalAlterConfigs: the topic's whole set of overrides, already checked. Retention
         and Produce read them on their next use."""
         self.configs = dict(configs)
+        if self.configs_changed is not None:
+            self.configs_changed(self)
 
 
 def is_valid_topic_name(name: str) -> bool:
@@ -261,6 +267,9 @@ class TopicRegistry:
         # Bumped by every create, delete and partition growth: consumer groups compare it to tell that their
         # subscription metadata must be recomputed (docs/spec/consumer-groups.md section 4.10).
         self.version = 0
+        # Issue 27: the topic catalog as ``topics.topic`` changes and each partition's batches in its segments
+        # (``storage/durable_topics.py``); None for memory only.
+        self.durable: DurableTopics | None = None
 
     def on_delete(self, callback: Callable[[Topic], None]) -> None:
         self._on_delete.append(callback)
@@ -275,11 +284,16 @@ class TopicRegistry:
         if existing is not None:
             return existing
         topic = Topic(name, partitions, self.budget, self.defaults, configs or {})
-        self._by_name[name] = topic
-        self._by_id[topic.topic_id] = topic
-        self._by_unified.setdefault(_unified(name), []).append(name)
-        self.version += 1
+        self._register(topic)
+        if self.durable is not None:
+            self.durable.created(topic)
         return topic
+
+    def _register(self, topic: Topic) -> None:
+        self._by_name[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+        self._by_unified.setdefault(_unified(topic.name), []).append(topic.name)
+        self.version += 1
 
     def colliding(self, name: str) -> str | None:
         """The existing topic whose name equals ``name`` up to '.' and '_' (both '_' in metric names), if any."""
@@ -296,8 +310,11 @@ class TopicRegistry:
         if total > topic.partitions:
             from broker.storage.partition_log import PartitionLog
 
+            first = topic.partitions
             topic.logs.extend(PartitionLog(self.budget) for _ in range(total - topic.partitions))
             self.version += 1
+            if self.durable is not None:
+                self.durable.grown(topic, first)
 
     def delete(self, topic: Topic) -> None:
         del self._by_name[topic.name]
@@ -309,6 +326,8 @@ class TopicRegistry:
             del self._by_unified[unified]
         for log in topic.logs:
             log.release()
+        if self.durable is not None:
+            self.durable.deleted(topic)
         self.version += 1
         for callback in self._on_delete:
             callback(topic)

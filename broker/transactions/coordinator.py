@@ -9,15 +9,17 @@ Prepare* (through the purgatory), which is the one way CONCURRENT_TRANSACTIONS f
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.changes import NULL_CHANGES, Change, ChangeSink
 from broker.events.hub import GroupEvents
 from broker.timing.clock import Clock
 from broker.timing.keys import TXN_ABORT_TIMED_OUT, TXN_ID_EXPIRATION, txn_completion_key
 from broker.timing.purgatory import Purgatory
+from broker.transactions import durable
 from broker.transactions.config import TxnConfig
 from broker.transactions.events import TxnEventLog
 from broker.transactions.messages import (
@@ -74,8 +76,10 @@ class TransactionCoordinator:
         config: TxnConfig | None = None,
         next_producer_id: Callable[[], int] | None = None,
         events: GroupEvents | None = None,
+        changes: ChangeSink = NULL_CHANGES,
     ) -> None:
         self.clock = clock
+        self.changes = changes  # issue 27: txn.id, written at every state change before the answer
         self.purgatory = purgatory
         self.config = config or TxnConfig()
         self._partition_exists = partition_exists
@@ -94,6 +98,30 @@ class TransactionCoordinator:
     def stop(self) -> None:
         self.purgatory.cancel(TXN_ABORT_TIMED_OUT)
         self.purgatory.cancel(TXN_ID_EXPIRATION)
+
+    # -- durable state (issue 27) ----------------------------------------------------------------------------
+
+    def _store(self, meta: TxnMetadata) -> None:
+        if self.changes.enabled:
+            self.changes.put(durable.KIND, (meta.transactional_id,), durable.txn_value(meta))
+
+    def durable_records(self) -> Iterator[Change]:
+        for tid, meta in self.transactions.items():
+            yield Change(durable.KIND, (tid,), durable.txn_value(meta))
+
+    def load(self, changes: Iterable[Change]) -> None:
+        """Every transactional id as stored: an Ongoing transaction stays open (its timeout still runs from its
+        start), a Prepare* one waits for ``complete_loaded``."""
+        for change in changes:
+            if change.kind == durable.KIND and change.value is not None:
+                meta = durable.txn_from(change.value)
+                self.transactions[meta.transactional_id] = meta
+
+    def complete_loaded(self) -> None:
+        """transactions.md 3.10: a transaction loaded in PrepareCommit or PrepareAbort gets its markers now."""
+        for meta in list(self.transactions.values()):
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                self._complete(meta, by_client=False)
 
     def get(self, transactional_id: str) -> TxnMetadata | None:
         return self.transactions.get(transactional_id)
@@ -152,6 +180,7 @@ class TransactionCoordinator:
         meta.groups.clear()
         meta.txn_start_ms = -1
         meta.transition_to(EMPTY, now)
+        self._store(meta)
         return InitProducerIdResult(E.none, meta.producer_id, meta.producer_epoch)
 
     # -- AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit's TC side (2.5-2.7, 3.5, 5.1) -------------------
@@ -272,6 +301,7 @@ class TransactionCoordinator:
         meta.transaction_version = transaction_version
         opened = meta.state is not ONGOING
         meta.transition_to(ONGOING, now)
+        self._store(meta)
         if opened:
             self.events.started(meta)
         return E.none
@@ -359,6 +389,7 @@ class TransactionCoordinator:
     def _prepare(self, meta: TxnMetadata, commit: bool, by_client: bool = True) -> None:
         """3.8 step 1, then steps 2-3 in the same call unless the completion-delay knob holds them back."""
         meta.transition_to(PREPARE_COMMIT if commit else PREPARE_ABORT, self.clock.now_ms())
+        self._store(meta)  # before any marker: a restart completes it (3.10)
         delay_ms = self.config.completion_delay_ms
         if delay_ms > 0:
             key = txn_completion_key(meta.transactional_id)
@@ -388,6 +419,7 @@ class TransactionCoordinator:
         meta.partitions.clear()
         meta.groups.clear()
         meta.transition_to(COMPLETE_COMMIT if commit else COMPLETE_ABORT, self.clock.now_ms())
+        self._store(meta)
 
     # -- timers (3.9) -----------------------------------------------------------------------------------------
 
@@ -421,5 +453,7 @@ class TransactionCoordinator:
                 if meta.state.expiration_allowed and meta.last_update_ms <= horizon:
                     meta.transition_to(DEAD, self.clock.now_ms())
                     del self.transactions[tid]
+                    if self.changes.enabled:
+                        self.changes.delete(durable.KIND, (tid,))
         finally:
             self._schedule_expiration_scan()

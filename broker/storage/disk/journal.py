@@ -185,6 +185,8 @@ class Journal:
                 self._write(pending)
 
     def _write(self, changes: list[Change]) -> None:
+        if self._fd < 0:  # closed: the broker is stopping, and unloading the groups writes nothing (Kafka's too)
+            return
         data = frame(changes)
         os.write(self._fd, data)
         self.fsync.written(self._fd)
