@@ -20,11 +20,14 @@ what was seen, and the schedule that led there is printed by the test as a repla
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from broker.changes import Change, jsonable
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.state import VALID_PREVIOUS_STATES, GroupState
 from broker.timing.keys import OFFSETS_EXPIRATION, heartbeat_key
@@ -278,3 +281,35 @@ def _check_offsets(world: World, where: str) -> None:
         got = {(topic, p.partition): p.offset for topic, partitions in fetched.topics for p in partitions}
         if got != expected:
             fail(world, where, f"group {group_id} offsets read {got}, committed {expected}")
+
+
+def _canonical(changes: Iterable[Change]) -> list[tuple[str, str, str]]:
+    return sorted(
+        (change.kind, json.dumps(list(change.key)), json.dumps(jsonable(change.value), sort_keys=True))
+        for change in changes
+    )
+
+
+def check_replay(world: World, where: str) -> None:
+    """Issue 27: what the coordinator put is what its state holds, and replaying it into a fresh coordinator
+    (GroupMetadataManager.replay, onLoaded) gives that state back: every group Stable or Empty at its stored
+    generation with its members, every committed and pending offset."""
+    from broker.coordinator.coordinator import GroupCoordinator
+    from broker.timing.clock import ManualClock
+    from broker.timing.purgatory import Purgatory
+
+    stored = _canonical(world.changes.changes())
+    live = _canonical(world.coordinator.durable_records())
+    missing = sorted(set(live) - set(stored))
+    if missing:
+        fail(world, where, f"the live state holds records never written: {missing[:3]}")
+    settled = {(kind, key) for kind, key, _ in live}
+    stale = [r for r in stored if r[0] != "classic.group" and (r[0], r[1]) not in settled]
+    if stale:
+        fail(world, where, f"records written that the state no longer holds: {stale[:3]}")
+    clock = ManualClock(world.clock.now_ms())
+    fresh = GroupCoordinator(world.config, clock, Purgatory(clock), log=world.coordinator.log)
+    fresh.load(world.changes.changes())
+    replayed = _canonical(fresh.durable_records())
+    if replayed != stored:
+        fail(world, where, f"replay differs: {sorted(set(replayed) ^ set(stored))[:3]}")

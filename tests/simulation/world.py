@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.changes import MemoryChanges
 from broker.coordinator.config import GroupConfig
 from broker.coordinator.coordinator import Conflict, GroupCoordinator, UnknownTarget
 from broker.coordinator.messages import (
@@ -153,6 +154,8 @@ class World:
         quiet = structlog.wrap_logger(
             structlog.ReturnLogger(), wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL)
         )
+        # Issue 27: every durable change, replayed into a fresh coordinator at the end (``check_replay``).
+        self.changes = MemoryChanges()
         self.coordinator = GroupCoordinator(
             self.config,
             self.clock,
@@ -160,6 +163,7 @@ class World:
             new_uuid=lambda: f"u{next(ids)}",
             log=quiet,
             events=Recorder(self),
+            changes=self.changes,
         )
         self.clients = [
             SimClient(slot, group_of(slot), f"static-{slot}" if slot in STATIC_CLIENTS else None)
@@ -190,7 +194,9 @@ class World:
                 print(f"step {number}: {step!r}")
             self.apply(step)
             invariants.check(self, f"after step {number} ({step!r})")
+        invariants.check_replay(self, "after the last step")
         self.drain()
+        invariants.check_replay(self, "after the quiet period")
 
     def drain(self) -> None:
         """Nothing more is sent; time passes until every deadline has had its say. All must be answered."""

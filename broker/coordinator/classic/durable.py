@@ -43,15 +43,19 @@ def group_value(group: ClassicGroup) -> dict[str, Any]:
         "generation": group.generation_id,
         "protocol": protocol,
         "leader": group.leader_id,
-        "state_ms": group.state_timestamp_ms,
+        # When it became Empty: what offset retention counts from (Kafka's currentStateTimestamp).
+        "state_ms": group.state_timestamp_ms if not members else None,
         "members": members,
     }
 
 
 def group_records(groups: Iterable[ClassicGroup], stored: Callable[[str], bool]) -> Iterator[Change]:
-    """The classic groups a data directory holds: those a record was ever written for (``stored``)."""
+    """The records of the groups that are Stable or Empty: what their last record says. A group in a rebalance has
+    moved on from its record, which only the next generation's SyncGroup or Empty rewrites."""
     for group in groups:
-        if stored(group.group_id):
+        # Every Stable group was stored by the SyncGroup that made it so; an Empty one only if it was ever more
+        # than a simple group of committed offsets (which a load recreates from the offsets).
+        if group.state is STABLE or (group.state is EMPTY and stored(group.group_id)):
             yield Change(KIND, (group.group_id,), group_value(group))
 
 
@@ -81,5 +85,6 @@ def rebuild(group: ClassicGroup, value: dict[str, Any]) -> list[Member]:
     if members:
         group.update_subscribed_topics()
         group.previous_state, group.state = EMPTY, STABLE  # replay: Stable as stored, not a transition
-    group.state_timestamp_ms = value["state_ms"]
+    if value["state_ms"] is not None:
+        group.state_timestamp_ms = value["state_ms"]
     return members
