@@ -37,7 +37,6 @@ RANKS: dict[str, int] = {
     # The server's setting declarations and the listener syntax they parse: a leaf (it imports only
     # broker.setting) ranked below config/, which collects them into Settings; the rest of the server stays above.
     "broker.server.settings": 3,
-    "broker.storage.disk.settings": 3,  # the data directory's settings: a leaf config/ collects
     "broker.config": 4,
     "broker.api": 5,
     "broker.server": 6,

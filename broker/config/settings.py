@@ -30,7 +30,6 @@ from typing import Any
 
 import broker.events.hub as events
 import broker.server.settings as server
-import broker.storage.disk.settings as disk
 import broker.storage.topics as storage
 from broker.coordinator.config import GroupConfig
 from broker.server.settings import Endpoint as Endpoint
@@ -95,9 +94,9 @@ class Settings:
     log: LogDefaults = field(default_factory=LogDefaults)  # storage's topic defaults
     log_retention_check_interval_ms: int = storage.LOG_RETENTION_CHECK_INTERVAL_MS.field()
     storage_max_bytes: int = storage.STORAGE_MAX_BYTES.field()
-    data_dir: str | None = disk.DATA_DIR.field()  # issue 27: durable state; None is memory only
-    fsync: str = disk.FSYNC.field()
-    fsync_interval_ms: int = disk.FSYNC_INTERVAL_MS.field()
+    data_dir: str | None = storage.DATA_DIR.field()  # issue 27: durable state; None is memory only
+    fsync: str = storage.FSYNC.field()
+    fsync_interval_ms: int = storage.FSYNC_INTERVAL_MS.field()
     log_level: str = LOG_LEVEL.field()
     log_format: str = LOG_FORMAT.field()
     admin_host: str = server.ADMIN_HOST.field()

@@ -26,7 +26,8 @@ from typing import TypeVar
 import structlog
 from kio.schema.errors import ErrorCode
 
-from broker.changes import NULL_CHANGES, Change, ChangeSink, of_kind
+from broker.changes import NULL_CHANGES, Change, ChangeSink
+from broker.coordinator import replay
 from broker.coordinator.classic import admin
 from broker.coordinator.classic import durable as classic_durable
 from broker.coordinator.classic.events import GroupEventLog
@@ -64,7 +65,7 @@ from broker.coordinator.messages import (
     every_partition,
 )
 from broker.coordinator.modern.consumer import describe as consumer_describe
-from broker.coordinator.modern.consumer.durable import consumer_records, load_consumer_groups
+from broker.coordinator.modern.consumer.durable import consumer_records
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.groups import ConsumerGroups
 from broker.coordinator.modern.consumer.heartbeat import ConsumerHeartbeatHandler
@@ -538,30 +539,8 @@ class GroupCoordinator:
         yield from self._offsets.transactional.durable_records()
 
     def load(self, changes: Iterable[Change]) -> None:
-        """Kafka's replay and onLoaded: the groups as stored, each member's session started afresh with its full
-        timeout, committed offsets, and pending transactional offsets still pending. Run once, on a fresh
-        coordinator, before the first request."""
-        changes = list(changes)
-        for change in of_kind(changes, "classic."):
-            if change.value is None:
-                continue
-            group = ClassicGroup(str(change.key[0]), self.clock.now_ms(), self._registry.offsets)
-            self._registry.add_classic(group)
-            self._classic.stored.add(group.group_id)
-            for member in classic_durable.rebuild(group, change.value):
-                self._sessions.start(group, member, member.session_timeout_ms)
-        load_consumer_groups(self._consumer, of_kind(changes, "consumer."))
-        highest = max(
-            self._registry.offsets.load(of_kind(changes, "offsets.commit")),
-            self._offsets.transactional.load(of_kind(changes, "offsets.pending")),
-        )
-        self._offsets.continue_orders_after(highest)
-        for group_id in self._registry.offsets.group_ids():  # offsets of a simple group: it comes back Empty
-            if self._registry.get(group_id) is None:
-                self._registry.add_classic(ClassicGroup(group_id, self.clock.now_ms(), self._registry.offsets))
-        for group_id in self._offsets.transactional.group_ids():
-            if self._registry.get(group_id) is None:
-                self._registry.add_classic(ClassicGroup(group_id, self.clock.now_ms(), self._registry.offsets))
+        """Kafka's replay and onLoaded (``replay.py``): run once, on a fresh coordinator, before the first request."""
+        replay.load(self._registry, self._classic, self._sessions, self._consumer, self._offsets, changes)
 
 
 @dataclass(frozen=True, slots=True)

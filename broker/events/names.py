@@ -57,11 +57,18 @@ FAULT_RULE_ADDED = "fault_rule_added"
 FAULT_RULE_REMOVED = "fault_rule_removed"
 CHAOS_ACTION = "chaos_action"
 DISTURBANCE_EVENTS = frozenset({FAULT_RULE_ADDED, FAULT_RULE_REMOVED, CHAOS_ACTION})
+# Added within version 2 (issue 27): the broker's own start and stop (docs/events.md, "Broker restarts"). A killed
+# broker cannot say it stopped: the next start on the same data directory does, with ``clean`` false.
+BROKER_STARTED = "broker_started"
+BROKER_STOPPED = "broker_stopped"
+BROKER_EVENTS = frozenset({BROKER_STARTED, BROKER_STOPPED})
 
 #: Every event of this format version. A reader counts others as unknown and skips them: a broker may add events
 #: within a version.
 EVENTS = frozenset(
     {
+        BROKER_STARTED,
+        BROKER_STOPPED,
         GROUP_CREATED,
         MEMBER_JOINED,
         MEMBER_REJOINED,

@@ -336,6 +336,7 @@ class BrokerServer:
         if self.durable is not None and self.settings.fsync == "interval":
             self._schedule_fsync()
         self.ready = True
+        self._announce_start()
         for fields in self._listening:
             log.info("broker listening", **fields)
         # What --topic made, with its partition count: a bare `--topic orders` makes one (issue 18).
@@ -451,6 +452,24 @@ class BrokerServer:
             log.info("log retention", batches_deleted=dropped, stored_bytes=self.topics.budget.used)
         self._schedule_retention()
 
+    def _announce_start(self) -> None:
+        """``broker_started`` with what the data directory held and how long loading it took; after a kill, the
+        ``broker_stopped`` the killed process could not emit comes first (docs/events.md, "Broker restarts")."""
+        from broker.events.names import BROKER_STARTED, BROKER_STOPPED
+
+        durable = self.durable
+        if durable is not None and not durable.clean_shutdown:
+            self.events.emit(BROKER_STOPPED, "", {"clean": False, "detected_at_start": True})
+        self.events.emit(
+            BROKER_STARTED, "",
+            {
+                "data_dir": None if durable is None else str(durable.directory.path),
+                "clean_shutdown": True if durable is None else durable.clean_shutdown,
+                "loaded": {k: v for k, v in self.load_report.items() if k != "load_ms"},
+                "load_ms": self.load_report.get("load_ms", 0),
+            },
+        )  # fmt: skip
+
     def _schedule_fsync(self) -> None:
         self.purgatory.schedule(DATA_DIR_FSYNC, self.settings.fsync_interval_ms, self._fsync)
 
@@ -494,6 +513,9 @@ class BrokerServer:
         self.stopping = True
         for server in self._servers:
             server.close()
+        from broker.events.names import BROKER_STOPPED
+
+        self.events.emit(BROKER_STOPPED, "", {"clean": True})
         if self.durable is not None:
             # Closed before the coordinators unload: what they give up on the way out is not a change to keep.
             self.durable.close()

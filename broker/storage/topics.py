@@ -139,6 +139,21 @@ STORAGE_MAX_BYTES = Setting(
     "storage_max_bytes", 1_073_741_824, int, "cap on bytes stored in all partition logs (-1: none)"
 )
 
+# The data directory's (issue 27, cluster-and-durability.md 8.1): storage owns it; declared here rather than under
+# storage/disk/, which memory-only brokers never import (serve's first answer loads this module anyway).
+DATA_DIR = Setting(
+    "data_dir", None, str,
+    "keep offsets, groups, records, producer ids and transactions in this directory across restarts "
+    "(none: memory only)",
+)
+FSYNC = Setting(
+    "fsync", "never", str,
+    "when to fsync the data directory: never (survives SIGKILL, not power loss: Kafka's default), batch (before "
+    "each acknowledgement) or interval (every fsync_interval_ms)",
+    choices=("never", "batch", "interval"),
+)
+FSYNC_INTERVAL_MS = Setting("fsync_interval_ms", 1000, int, "how often `--fsync interval` fsyncs")
+
 
 def new_topic_id() -> uuid.UUID:
     """A random topic id as Kafka's ``Uuid.randomUuid`` makes them: never one whose URL-safe base64 form starts with

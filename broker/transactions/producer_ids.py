@@ -6,8 +6,10 @@ twice (cluster-and-durability.md 3.3). Memory-only: a plain counter, nothing wri
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from broker.changes import NULL_CHANGES, Change, ChangeSink
+if TYPE_CHECKING:  # not imported at start-up: serve's first answer comes before any of this is used
+    from broker.changes import Change, ChangeSink
 
 BLOCK = "pid.block"
 KEY = ("next",)
@@ -18,14 +20,14 @@ class ProducerIds:
     def __init__(self) -> None:
         self._next = 0
         self._block_end = 0
-        self.changes: ChangeSink = NULL_CHANGES
+        self.changes: ChangeSink | None = None  # memory only until the server hands it a data directory's
 
     def __iter__(self) -> ProducerIds:
         return self
 
     def __next__(self) -> int:
         producer_id = self._next
-        if producer_id >= self._block_end and self.changes.enabled:
+        if producer_id >= self._block_end and self.changes is not None and self.changes.enabled:
             self._block_end = producer_id + BLOCK_SIZE
             self.changes.put(BLOCK, KEY, {"next": self._block_end})
         self._next += 1
@@ -37,4 +39,6 @@ class ProducerIds:
                 self._next = self._block_end = max(self._next, int(change.value["next"]))
 
     def durable_records(self) -> list[Change]:
+        from broker.changes import Change
+
         return [Change(BLOCK, KEY, {"next": self._block_end})] if self._block_end else []

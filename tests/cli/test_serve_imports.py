@@ -90,7 +90,9 @@ DEFERRED = (
 # 17, 290 and 42 before ApiVersions was answered by hand and structlog loaded after the first answer): a change that
 # pulls a package onto the start-up path fails here, and either moves it off or raises the ceiling knowingly.
 MAX_MODULES = 255
-MAX_OWN_MODULES = 49
+# 50 since issue 27: the producer id allocator (broker/transactions/producer_ids.py, stdlib only) exists before
+# the first answer, as the counter it replaced did.
+MAX_OWN_MODULES = 50
 
 
 @pytest.fixture(scope="module")

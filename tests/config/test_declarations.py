@@ -10,7 +10,6 @@ import pytest
 
 import broker.events.hub
 import broker.server.settings
-import broker.storage.disk.settings
 import broker.storage.topics
 from broker.config import settings
 from broker.config.settings import Settings, SettingsError
@@ -30,9 +29,9 @@ OWNED_BY_MODULE = {
     },
     broker.storage.topics: {
         "max_partitions_per_request", "max_partitions_per_topic", "topic", "auto_create_topics_enable",
-        "num_partitions", "log_retention_check_interval_ms", "storage_max_bytes",
+        "num_partitions", "log_retention_check_interval_ms", "storage_max_bytes", "data_dir", "fsync",
+        "fsync_interval_ms",
     },
-    broker.storage.disk.settings: {"data_dir", "fsync", "fsync_interval_ms"},
     broker.events.hub: {"event_log", "event_log_max_bytes", "event_log_backups", "event_buffer_size",
                         "event_buffer_total"},
     settings: {"config", "log_level", "log_format"},
