@@ -507,6 +507,27 @@ class BrokerServer:
         if trim is not None:
             trim(0)
 
+    async def abandon(self) -> None:
+        """Go as a SIGKILL would have it (the pytest plugin's ``restart()``): every connection dropped unanswered,
+        nothing unloaded or announced, the data directory's files closed and its lock released without the
+        clean-shutdown marker. What was written stays written; the next start on the directory is a recovery."""
+        self.ready = False
+        self.stopping = True
+        for server in self._servers:
+            server.close()
+        for connection in list(self.connections):
+            connection.abort()
+        if self._timer is not None:
+            self._timer.stop()
+        if self.durable is not None:
+            self.durable.directory.abandon()
+            self.durable = None
+        for server in self._servers:
+            await server.wait_closed()
+        if self.control is not None:
+            await self.control.stop()
+        self.events.close()
+
     async def stop(self) -> None:
         """Stop listening, answer every parked request as Kafka does on unload, then hang up."""
         self.ready = False

@@ -153,6 +153,11 @@ class Connection(asyncio.Protocol):
         """End the connection with a warning naming ``reason``; what was answered before still goes out."""
         self.pipeline.close(reason)
 
+    def abort(self) -> None:
+        """Drop the connection at once, unanswered: what a killed broker does to its clients (issue 27)."""
+        if self._transport is not None:
+            self._transport.abort()
+
     def hang_up(self) -> None:
         """End the connection quietly (the broker stopping); what was answered before still goes out."""
         self.pipeline.hang_up()

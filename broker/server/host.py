@@ -40,6 +40,8 @@ class OpenConnection(Protocol):
 
     def hang_up(self) -> None: ...
 
+    def abort(self) -> None: ...
+
 
 class ConnectionHost(Protocol):
     """The broker as a connection sees it."""

@@ -108,6 +108,7 @@ class EmbeddedBroker(BrokerControl):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._failure: BaseException | None = None
+        self._abandon = False  # the next stop is a kill (``restart``)
 
     def __repr__(self) -> str:
         if self._client is None:
@@ -159,6 +160,23 @@ class EmbeddedBroker(BrokerControl):
         if self._failure is not None:
             raise RuntimeError(f"the broker failed while stopping: {self._failure}") from self._failure
 
+    def restart(self, *, graceful: bool = False) -> Self:
+        """Stop the broker and start it again on the same Kafka and control ports (issue 27). By default as a
+        SIGKILL would: connections dropped unanswered and the data directory left without its clean-shutdown
+        marker (``BrokerServer.abandon``), so the start recovers it; ``graceful=True`` stops it as ``stop`` does.
+        With ``data_dir`` set, groups, offsets and records come back; without, it starts empty, as Kafka would
+        not (the memory-only broker's restart is amnesia)."""
+        server = self.server
+        if server is None or server.control is None:
+            raise RuntimeError("the broker is not running")
+        port, admin_port = server.port, server.control.port
+        if not graceful:
+            self._abandon = True
+        self.stop()
+        # The same ports: a client's bootstrap and the control URL stay right (listeners name theirs).
+        self.settings = dataclasses.replace(self.settings, port=port, admin_port=admin_port)
+        return self.start()
+
     def call(self, function: Callable[[], R], timeout: float = 10.0) -> R:
         """Run ``function`` on the broker's loop and return its result: the safe way to read ``server``."""
         if self._loop is None or self._thread is None:
@@ -194,7 +212,8 @@ class EmbeddedBroker(BrokerControl):
         try:
             await self._stopping.wait()
         finally:
-            await server.stop()
+            abandon, self._abandon = self._abandon, False
+            await (server.abandon() if abandon else server.stop())
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:

@@ -77,6 +77,15 @@ class DataDir:
         self._lock_fd = -1
 
 
+    def abandon(self) -> None:
+        """Closed as a killed process leaves it: no clean-shutdown marker (tests of the recovery path)."""
+        if self._lock_fd < 0:
+            return
+        self.journal.abandon()
+        os.close(self._lock_fd)
+        self._lock_fd = -1
+
+
 def _lock(path: Path) -> int:
     fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:

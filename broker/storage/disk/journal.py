@@ -219,6 +219,11 @@ class Journal:
         self.snapshot_bytes = written
         self.compactions += 1
 
+    def abandon(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
     def sync(self) -> None:
         os.fsync(self._fd)
 
