@@ -240,3 +240,38 @@ def test_without_a_data_directory_a_restart_loses_everything(tmp_path: Path) -> 
 def test_serve_help_names_the_data_directory() -> None:
     done = subprocess.run([sys.executable, "-m", "broker", "serve", "--help"], capture_output=True, text=True)
     assert "--data-dir" in done.stdout and "--fsync" in done.stdout
+
+
+async def test_an_aiokafka_member_keeps_its_generation_and_offsets_across_sigkill(broker: BrokerProcess) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    produce(broker.bootstrap, 90)
+    consumer = AIOKafkaConsumer(
+        "t", bootstrap_servers=broker.bootstrap, group_id="aio", enable_auto_commit=False,
+        auto_offset_reset="earliest", session_timeout_ms=10_000, heartbeat_interval_ms=500,
+    )  # fmt: skip
+    await consumer.start()
+    try:
+        seen = 0
+        while seen < 90:
+            seen += sum(len(records) for records in (await consumer.getmany(timeout_ms=500)).values())
+        await consumer.commit()
+        before = broker.get("/v1/groups/aio")
+        await asyncio.to_thread(broker.kill)
+        await asyncio.to_thread(broker.start)
+        after = broker.get("/v1/groups/aio")
+        assert (after["state"], after["generation_id"]) == ("Stable", before["generation_id"])
+        assert [m["member_id"] for m in after["members"]] == [m["member_id"] for m in before["members"]]
+        assert sum([await consumer.committed(TopicPartition("t", p)) or 0 for p in range(3)]) == 90
+        await asyncio.to_thread(produce, broker.bootstrap, 15)
+        more = 0
+        for _ in range(60):
+            more += sum(len(records) for records in (await consumer.getmany(timeout_ms=500)).values())
+            if more >= 15:
+                break
+        assert more == 15
+        assert broker.get("/v1/groups/aio")["generation_id"] == before["generation_id"]
+    finally:
+        await consumer.stop()
