@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,8 +151,9 @@ class Ours(System):
     name = "ours"
 
     @classmethod
-    def start(cls, consumer: ConsumerSettings | None = None) -> Ours:
-        """With ``consumer`` None the broker's defaults stand (the start-up scenario: nothing but its flags)."""
+    def start(cls, consumer: ConsumerSettings | None = None, extra: Sequence[str] = ()) -> Ours:
+        """With ``consumer`` None the broker's defaults stand (the start-up scenario: nothing but its flags);
+        ``extra``: more flags (``--data-dir DIR``: benchmarks/durable.py)."""
         port = free_port()
         log = _log_file(cls.name)
         command = [
@@ -189,6 +191,7 @@ class Ours(System):
                 "--group-consumer-max-heartbeat-interval-ms",
                 str(max(consumer.heartbeat_interval_ms, 15_000)),
             ]
+        command += list(extra)
         with log.open("w") as stderr:
             process = subprocess.Popen(
                 command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, text=True
