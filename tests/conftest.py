@@ -30,14 +30,33 @@ TEST_GROUP_FLAGS = ["--group-initial-rebalance-delay-ms", "0", "--group-min-sess
 _HANDED_OUT: set[int] = set()
 
 
+#: Under pytest-xdist each worker hands out ports of its own block, below the kernel's ephemeral range (32768 and
+#: up), so that two workers never hand out one port and no client's outgoing connection takes one.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_PORT_BLOCK = 2000
+_PORT_BASE = 12000 + _PORT_BLOCK * int(_WORKER.removeprefix("gw")) if _WORKER.startswith("gw") else 0
+
+
+def _bound_port(port: int) -> int | None:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return None
+        return int(sock.getsockname()[1])
+
+
 def free_port() -> int:
     """A port nobody listens on, and not one this run handed out before: two calls in a row may otherwise get the
     same port from the kernel, and two brokers given it race for it (seen in CI: one exits with 1)."""
     while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in _HANDED_OUT:
+        if _PORT_BASE:
+            candidates = range(_PORT_BASE, _PORT_BASE + _PORT_BLOCK)
+            port = next((p for p in candidates if p not in _HANDED_OUT and _bound_port(p)), 0)
+            assert port, f"worker {_WORKER}: every port of {_PORT_BASE}-{_PORT_BASE + _PORT_BLOCK - 1} handed out"
+        else:
+            port = _bound_port(0) or 0
+        if port and port not in _HANDED_OUT:
             _HANDED_OUT.add(port)
             return port
 

@@ -35,7 +35,8 @@ async def test_fault_rules_added_and_removed_are_events_of_their_group(api: Cont
         "v": 2, "group_id": "g", "rule_id": rule["id"], "action": "error", "error": "REBALANCE_IN_PROGRESS",
         "count": 2, "match": {"api": "Heartbeat", "group_id": "g"},
     }  # fmt: skip
-    everywhere = [e for e in await every_event(api, 2) if e["group_id"] == ""]
+    # seq 1 is broker_started, the broker's own event (group_id "" too).
+    everywhere = [e for e in await every_event(api, 3) if e["group_id"] == "" and e["event"] != names.BROKER_STARTED]
     assert [(e["event"], e["rule_id"], e["match"], e["delay_ms"]) for e in everywhere] == [
         (names.FAULT_RULE_ADDED, delay["id"], {"client_id": "c1"}, 40)
     ]
@@ -43,7 +44,7 @@ async def test_fault_rules_added_and_removed_are_events_of_their_group(api: Cont
     assert (await api.delete(f"/v1/faults/{rule['id']}")).status == 204
     assert (await api.delete("/v1/faults/f99")).status == 404  # nothing removed: no event
     assert (await api.delete("/v1/faults")).json == {"deleted": 1}
-    removed = [e for e in await every_event(api, 4) if e["event"] == names.FAULT_RULE_REMOVED]
+    removed = [e for e in await every_event(api, 5) if e["event"] == names.FAULT_RULE_REMOVED]
     assert [(e["group_id"], e["rule_id"], e["reason"], e["hits"]) for e in removed] == [
         ("g", rule["id"], "deleted", 0),
         ("", delay["id"], "cleared", 0),
@@ -124,6 +125,7 @@ async def test_the_event_log_file_holds_the_disturbances(tmp_path: Path) -> None
         await server.stop()
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["event"], r["group_id"]) for r in lines] == [
-        (names.FAULT_RULE_ADDED, "g"), (names.CHAOS_ACTION, "g"), (names.FAULT_RULE_REMOVED, "g"),
+        (names.BROKER_STARTED, ""), (names.FAULT_RULE_ADDED, "g"), (names.CHAOS_ACTION, "g"),
+        (names.FAULT_RULE_REMOVED, "g"), (names.BROKER_STOPPED, ""),
     ]  # fmt: skip
-    assert [r["seq"] for r in lines] == [1, 2, 3]
+    assert [r["seq"] for r in lines] == [1, 2, 3, 4, 5]
