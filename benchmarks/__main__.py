@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cg_scenarios, scenarios
+from benchmarks import cg_scenarios, durable, scenarios
 from benchmarks.cg_scenarios import CgLoad
 from benchmarks.jobs import raise_fd_limit
 from benchmarks.loadgen import FormOptions, Versions
@@ -49,9 +49,11 @@ QUICK = {
     "startup_repeats": 2,
     "cg_formation_sizes": "6",
     "cg_formation_repeats": 1,
+    "durable_records": 2000,
+    "durable_groups": 20,
 }
 
-SCENARIOS = ("startup", "heartbeat", "formation", "scale", "cg-heartbeat", "cg-formation", "cg-scale")
+SCENARIOS = ("startup", "heartbeat", "formation", "scale", "cg-heartbeat", "cg-formation", "cg-scale", "durable")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -76,6 +78,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--session-timeout-ms", type=int, default=300_000, help="members' session timeout (long: none expire)")
     add("--form-connections", type=int, default=2000, help="connections used to form many groups in waves")
     add("--mock-form-delay-ms", type=int, default=100, help="mock initial rebalance delay when forming many groups")
+    # Issue 27: the broker with --data-dir beside the broker without (benchmarks/durable.py).
+    add("--durable-records", type=int, default=1_000_000, help="durable: records in the recovery directory")
+    add("--durable-groups", type=int, default=10_000, help="durable: groups' offsets in the recovery directory")
     add("--baseline", type=Path, metavar="JSON", help="an earlier --json output: compare the classic figures with it")
     add("--baseline-tolerance", type=float, default=0.10, help="a classic figure worse than this share regressed")
     # KIP-848 consumer groups (README "Consumer groups"); the heartbeat load and sizes are the classic ones.
@@ -339,6 +344,17 @@ def run_cg_scale(run: Run) -> None:
             run.guarded(*rows[2], kind.name, work)
 
 
+def run_durable(run: Run) -> durable.Measured:
+    """Issue 27's figures: ours with a data directory against ours in memory (no mock: it has no such mode)."""
+    args = run.args
+    sizes = durable.Sizes(
+        seconds=args.seconds, startup_repeats=args.startup_repeats, groups=args.groups,
+        members=args.members_per_group, connections=args.connections, records=args.durable_records,
+        recovery_groups=args.durable_groups,
+    )  # fmt: skip
+    return durable.measure(sizes)
+
+
 def _cg_scale_rows(members: int) -> list[tuple[str, str, str]]:
     return [
         ("cg_rss_members", f"resident memory, {members} consumer-group members", "MB"),
@@ -450,6 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_scale(run)
     if "cg-scale" in wanted:
         run_cg_scale(run)
+    measured_durable = run_durable(run) if "durable" in wanted else None
     run.meta["seconds"] = round(time.perf_counter() - started, 1)
     order = ["startup", "heartbeat", "heartbeat_scale", *[k for k in run.rows if k.startswith("formation_")]]
     order += ["scale_formation"]
@@ -462,7 +479,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         changes = baseline_changes(rows, json.loads(args.baseline.read_text()))
         run.meta["baseline"] = {"path": str(args.baseline), "changes": {c.key: round(c.better, 4) for c in changes}}
     bars = compute_bars(run, changes)
+    if measured_durable is not None:
+        bars += [Bar(f"--data-dir / memory-only: {f.name}", f.ratio, f.bar, f.ok) for f in measured_durable.figures]
     doc = document(run.meta, rows, bars)
+    if measured_durable is not None:
+        doc["durable"] = measured_durable.document()
     print()
     print(f"{run.meta['date']}  {run.meta['command']}")
     host = run.meta["machine"]
@@ -478,6 +499,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(table(rows))
     print()
+    if measured_durable is not None:
+        print("the broker with --data-dir (fsync never) beside the broker without, same run:")
+        print(measured_durable.table())
+        print()
     if changes is not None:
         print(baseline_text(changes, str(args.baseline)))
         print()

@@ -25,6 +25,7 @@ import textwrap
 import time
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -107,13 +108,13 @@ def _stop(process: subprocess.Popen[str]) -> None:
         process.wait(10)
 
 
-def heartbeats(data_dir: Path | None, args: argparse.Namespace) -> float:
+def heartbeats(data_dir: Path | None, sizes: Sizes) -> float:
     extra = ["--data-dir", str(data_dir)] if data_dir is not None else []
     with Ours.start(None, extra) as ours:
         ours.wait_ready()
         versions, _ = scenarios.probe_versions(ours, api_versions(ours.host, ours.port))
-        load = HeartbeatLoad(8, 64, 8, args.seconds, 1, 100)
-        measured = scenarios.heartbeat_scenario(ours, 10, 10, FormOptions(versions), load, 0)
+        load = HeartbeatLoad(sizes.connections, 64, 8, sizes.seconds, 1, 100)
+        measured = scenarios.heartbeat_scenario(ours, sizes.groups, sizes.members, FormOptions(versions), load, 0)
         return float(measured.value or 0)
 
 
@@ -203,55 +204,117 @@ def recovery(path: Path, repeats: int) -> tuple[float, float, int]:
     return statistics.median(loads), statistics.median(reads), size
 
 
+@dataclass(frozen=True)
+class Sizes:
+    """How much each figure measures: the heartbeat load of ``python -m benchmarks`` (100 members, 8 connections)
+    and the recovery directory's size, unless told otherwise (``--quick``)."""
+
+    seconds: float = 5.0
+    startup_repeats: int = 7
+    groups: int = 10
+    members: int = 10
+    connections: int = 8
+    records: int = 1_000_000
+    recovery_groups: int = 10_000
+    cache: Path = Path(tempfile.gettempdir()) / "group-broker-recovery-bench"
+    recovery: bool = True
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    memory: float
+    durable: float
+    bar: str
+    ok: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.durable / self.memory if self.memory else float("nan")
+
+
+@dataclass
+class Measured:
+    figures: list[Figure] = field(default_factory=list)
+    #: (start-up to /readyz ms, reading the same bytes ms, bytes), when measured.
+    recovery: tuple[float, float, int] | None = None
+    sizes: Sizes = field(default_factory=Sizes)
+
+    def table(self) -> str:
+        lines = ["| figure | memory only | --data-dir (fsync never) | ratio | bar |", "|---|---:|---:|---:|---|"]
+        for f in self.figures:
+            verdict = "PASS" if f.ok else "FAIL"
+            lines.append(f"| {f.name} | {f.memory:,.1f} | {f.durable:,.1f} | {f.ratio:.2f}x | {f.bar} {verdict} |")
+        if self.recovery is not None:
+            load_ms, read_ms, size = self.recovery
+            lines += [
+                "",
+                f"recovery of {self.sizes.records:,} records and {self.sizes.recovery_groups:,} groups' offsets "
+                f"({size / 1e6:,.0f} MB): start-up to /readyz {load_ms:,.0f} ms; reading the same bytes "
+                f"{read_ms:,.0f} ms ({load_ms / read_ms if read_ms else float('nan'):.1f}x)",
+            ]
+        return "\n".join(lines)
+
+    def document(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "figures": [{**asdict(f), "ratio": f.ratio} for f in self.figures],
+            "sizes": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.sizes).items()},
+        }
+        if self.recovery is not None:
+            load_ms, read_ms, size = self.recovery
+            document["recovery"] = {"load_ms": load_ms, "read_ms": read_ms, "bytes": size}
+        return document
+
+
+def measure(sizes: Sizes) -> Measured:
+    """Every figure, memory-only beside ``--data-dir``, each pair in this one run."""
+    work = Path(tempfile.mkdtemp(prefix="durable-bench-"))
+    measured = Measured(sizes=sizes)
+
+    def figure(name: str, memory: float, durable: float, bar: str, ok: bool) -> None:
+        measured.figures.append(Figure(name, memory, durable, bar, ok))
+        print(f"  durable: {name}: memory {memory:,.1f}, data dir {durable:,.1f}", file=sys.stderr, flush=True)
+
+    try:
+        memory, durable = heartbeats(None, sizes), heartbeats(work / "hb", sizes)
+        figure("heartbeats/s", memory, durable, ">= 0.95x", durable >= 0.95 * memory)
+        for mode in ("commit", "produce"):
+            memory = throughput(mode, None, sizes.seconds)
+            durable = throughput(mode, work / mode, sizes.seconds)
+            name = "OffsetCommit/s (sync, one consumer)" if mode == "commit" else "Produce 1 KB records/s (acks=all)"
+            figure(name, memory, durable, ">= 0.5x", durable >= 0.5 * memory)
+        (work / "startup").mkdir()
+        memory, durable = startup(None, sizes.startup_repeats), startup(work / "startup", sizes.startup_repeats)
+        figure("start-up to first answer, ms", memory, durable, "<= 1.2x", durable <= 1.2 * memory)
+        if sizes.recovery:
+            cache = sizes.cache / f"{sizes.records}-records-{sizes.recovery_groups}-groups"
+            build_recovery_dir(cache, sizes.records, sizes.recovery_groups)
+            measured.recovery = recovery(cache, 3)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return measured
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    defaults = Sizes()
     parser = argparse.ArgumentParser(prog="python -m benchmarks.durable", description=__doc__)
-    parser.add_argument("--seconds", type=float, default=5.0, help="length of each throughput and heartbeat run")
-    parser.add_argument("--startup-repeats", type=int, default=7)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--groups", type=int, default=10_000)
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "group-broker-recovery-bench")
+    parser.add_argument("--seconds", type=float, default=defaults.seconds, help="each throughput and heartbeat run")
+    parser.add_argument("--startup-repeats", type=int, default=defaults.startup_repeats)
+    parser.add_argument("--records", type=int, default=defaults.records)
+    parser.add_argument("--groups", type=int, default=defaults.recovery_groups)
+    parser.add_argument("--cache", type=Path, default=defaults.cache)
     parser.add_argument("--skip-recovery", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="durable-bench-"))
-    rows: list[tuple[str, float, float, str, bool]] = []
-
-    def row(name: str, memory: float, durable: float, bar: str, ok: bool) -> None:
-        rows.append((name, memory, durable, bar, ok))
-        print(f"{name}: memory {memory:,.1f}, data dir {durable:,.1f}", file=sys.stderr)
-
-    try:
-        memory, durable = heartbeats(None, args), heartbeats(work / "hb", args)
-        row("heartbeats/s", memory, durable, ">= 0.95x", durable >= 0.95 * memory)
-        for mode in ("commit", "produce"):
-            memory = throughput(mode, None, args.seconds)
-            durable = throughput(mode, work / mode, args.seconds)
-            name = "OffsetCommit/s (sync, one consumer)" if mode == "commit" else "Produce 1 KB records/s (acks=all)"
-            row(name, memory, durable, ">= 0.5x", durable >= 0.5 * memory)
-        (work / "startup").mkdir()
-        memory, durable = startup(None, args.startup_repeats), startup(work / "startup", args.startup_repeats)
-        row("start-up to first answer, ms", memory, durable, "<= 1.2x", durable <= 1.2 * memory)
-        recovered = None
-        if not args.skip_recovery:
-            build_recovery_dir(args.cache, args.records, args.groups)
-            recovered = recovery(args.cache, 3)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    sizes = Sizes(
+        seconds=args.seconds, startup_repeats=args.startup_repeats, records=args.records,
+        recovery_groups=args.groups, cache=args.cache, recovery=not args.skip_recovery,
+    )  # fmt: skip
+    measured = measure(sizes)
     print(f"\n{time.strftime('%Y-%m-%d')}  python -m benchmarks.durable {' '.join(argv or sys.argv[1:])}")
-    print("| figure | memory only | --data-dir (fsync never) | ratio | bar |\n|---|---:|---:|---:|---|")
-    for name, memory, durable, bar, ok in rows:
-        ratio = durable / memory if memory else float("nan")
-        print(f"| {name} | {memory:,.1f} | {durable:,.1f} | {ratio:.2f}x | {bar} {'PASS' if ok else 'FAIL'} |")
-    document: dict[str, Any] = {"rows": [r[:4] for r in rows]}
-    if recovered is not None:
-        load_ms, read_ms, size = recovered
-        print(
-            f"\nrecovery of {args.records:,} records and {args.groups:,} groups' offsets ({size / 1e6:,.0f} MB): "
-            f"start-up to /readyz {load_ms:,.0f} ms; reading the same bytes {read_ms:,.0f} ms"
-        )
-        document["recovery"] = {"load_ms": load_ms, "read_ms": read_ms, "bytes": size}
+    print(measured.table())
     if args.json is not None:
-        args.json.write_text(json.dumps(document, indent=2))
+        args.json.write_text(json.dumps(measured.document(), indent=2))
     return 0
 
 

@@ -35,6 +35,11 @@ _HANDED_OUT: set[int] = set()
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 _PORT_BLOCK = 2000
 _PORT_BASE = 12000 + _PORT_BLOCK * int(_WORKER.removeprefix("gw")) if _WORKER.startswith("gw") else 0
+if _WORKER:
+    # A pytest-xdist worker has COLUMNS=80 and LINES=24 in its environment (a plain run has neither), which the
+    # CLI's processes would take for a terminal's size (broker/cli/watch.py folds ids at 80 columns then).
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 
 def _bound_port(port: int) -> int | None:

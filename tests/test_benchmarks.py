@@ -34,10 +34,11 @@ def test_quick_run_measures_both_systems(tmp_path: Path) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    results = json.loads(out.read_text())["results"]
+    document = json.loads(out.read_text())
+    results = document["results"]
     keys = ["heartbeat", *(k for k in results if k.startswith("formation_"))]
     assert len(keys) >= 2, sorted(results)
     # KIP-848: steady heartbeats, one group from first join to reconciled, the scale run (librdkafka 2.16's mock
@@ -51,6 +52,11 @@ def test_quick_run_measures_both_systems(tmp_path: Path) -> None:
             value = results[key][system]["value"]
             assert value is not None and value > 0, (key, system, results[key][system])
     assert "ours" in completed.stdout and "mock" in completed.stdout
+    # Issue 27: each figure memory-only beside --data-dir, and the recovery of a (tiny) directory beside its bytes.
+    figures = {f["name"]: f for f in document["durable"]["figures"]}
+    assert len(figures) == 4 and all(f["memory"] > 0 and f["durable"] > 0 for f in figures.values()), figures
+    assert document["durable"]["recovery"]["load_ms"] > 0 and document["durable"]["recovery"]["bytes"] > 2000 * 100
+    assert "--data-dir / memory-only: heartbeats/s" in completed.stdout
 
 
 def _kio_frame(api_key: int, version: int, **values: Any) -> bytes:

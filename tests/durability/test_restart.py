@@ -1,5 +1,5 @@
 """A broker with ``--data-dir`` SIGKILLed and started again, with real clients (issue 27;
-cluster-and-durability.md section 9, items 6-10, 14, 16, 17).
+cluster-and-durability.md section 9, items 6-10, 14, 16, 17; 12 and 13 are in test_transactions_restart.py).
 
 Each test runs a broker process, kills it with SIGKILL at a moment the clients are busy, starts it again on the same
 ports and directory, and checks what the clients see: records byte for byte, committed offsets, the classic group
