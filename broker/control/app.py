@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
 
-from broker.control import bounded_json, console, offsets_api, posted_events
+from broker.control import bounded_json, console, event_stream, offsets_api, posted_events
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
 from broker.control.lag import with_lag, with_offsets
 from broker.coordinator.classic.state import GroupState
@@ -36,10 +35,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("control")
 
-KEEP_ALIVE_S = 15.0
 MAX_WAIT_MS = 600_000
-SSE_QUEUE_LIMIT = 10_000
-_SEQ = re.compile(r"[0-9]{1,19}")  # a Last-Event-ID taken as a sequence number
 # A deleted group is forgotten at once, so Dead is never observable: waiting for it would always time out. Classic
 # groups' states, then those only consumer groups have (docs/spec/consumer-groups.md section 3.4).
 _STATES = {
@@ -345,14 +341,19 @@ class ControlApi:
         try:
             limit = _int_param(request, "limit", None, 0, 1_000_000)
             since = _int_param(request, "since_seq", 0, 0, 2**62) or 0
-        except _BadRequest as bad:
+            with_broker = event_stream.broker_events_wanted(request)
+        except (_BadRequest, event_stream.BadParameter) as bad:
             return _error(400, str(bad))
-        history = self.server.events.history(group_id, since, limit)
-        if history is None:
-            if self.server.coordinator.group_summary(group_id) is not None:
-                return _json({"events": []})  # its buffered events have all made way for newer ones
+        hub = self.server.events
+        since = event_stream.resume_point(hub, since, request.query.get("run_id") or None) or 0
+        history = hub.history(group_id, since)
+        if history is None and self.server.coordinator.group_summary(group_id) is None:
             return _error(404, f"no events for group {group_id!r}: the broker has none buffered and no such group")
-        return _json({"events": list(history)})
+        # A group whose buffered events have all made way for newer ones has none (the broker's own, if asked).
+        records = event_stream.merged(history or (), event_stream.broker_history(hub, since) if with_broker else ())
+        if limit is not None:
+            records = records[-limit:] if limit > 0 else []
+        return _json({"events": records})
 
     async def wait(self, request: web.Request) -> web.Response:
         group_id = request.match_info["group"]
@@ -523,61 +524,11 @@ class ControlApi:
         return _json(next(iter(hub.history(group_id, hub.seq - 1) or ()), {}), 201)
 
     async def stream_events(self, request: web.Request) -> web.StreamResponse:
-        group_id = request.query.get("group") or None
+        """``event_stream.stream``: a replay from ``since_seq`` (or ``Last-Event-ID``) of this run, then live."""
         try:
             since = _int_param(request, "since_seq", None, 0, 2**62)
-        except _BadRequest as bad:
+            with_broker = event_stream.broker_events_wanted(request)
+        except (_BadRequest, event_stream.BadParameter) as bad:
             return _error(400, str(bad))
-        last_event_id = request.headers.get("Last-Event-ID")
-        # "All digits" in ASCII and at most 19 of them: str.isdigit() also takes "²", which int() refuses, and
-        # int() refuses more than 4,300 digits; either was a 500. Anything else is ignored, as the contract says.
-        if since is None and last_event_id and _SEQ.fullmatch(last_event_id):
-            since = int(last_event_id)
-        queue: asyncio.Queue[Record | None] = asyncio.Queue()
-        dropped = 0
-
-        def on_event(record: Record) -> None:
-            nonlocal dropped
-            if group_id is not None and record["group_id"] != group_id:
-                return
-            if queue.qsize() >= SSE_QUEUE_LIMIT:
-                dropped += 1  # a reader this far behind loses events rather than the broker its memory
-                return
-            queue.put_nowait(record)
-
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await response.prepare(request)
-        hub = self.server.events
-        # Replay first, then subscribe, with nothing in between: the loop runs neither the coordinator nor
-        # any other handler until the next await, so no event falls between the two.
-        backlog: list[Record] = []
-        if since is not None:
-            groups = [group_id] if group_id is not None else list(hub.rings)
-            for name in groups:
-                backlog.extend(hub.history(name, since) or ())
-            backlog.sort(key=lambda r: r["seq"])
-        for buffered in backlog:
-            queue.put_nowait(buffered)
-        unsubscribe = hub.subscribe(on_event)
-        self._streams.add(queue)
-        try:
-            while True:
-                try:
-                    item = await asyncio.wait_for(queue.get(), KEEP_ALIVE_S)
-                except TimeoutError:
-                    await response.write(b": keep-alive\n\n")
-                    continue
-                if item is None:
-                    break
-                record = item
-                if dropped:
-                    await response.write(f": {dropped} events dropped: this reader fell behind\n\n".encode())
-                    dropped = 0
-                data = json.dumps(record, separators=(",", ":"), default=str)
-                await response.write(f"id: {record['seq']}\nevent: {record['event']}\ndata: {data}\n\n".encode())
-        except ConnectionResetError:
-            pass
-        finally:
-            unsubscribe()
-            self._streams.discard(queue)
-        return response
+        run_id = request.query.get("run_id") or None
+        return await event_stream.stream(request, self.server.events, self._streams, since, run_id, with_broker)

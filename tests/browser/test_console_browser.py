@@ -64,11 +64,12 @@ def artifacts(tmp_path: Path) -> Path:
 
 @contextmanager
 def consumers(
-    broker: EmbeddedBroker, folder: Path, count: int, group: str = GROUP, protocol: str = "classic"
+    broker: EmbeddedBroker, folder: Path, count: int, group: str = GROUP, protocol: str = "classic", first: int = 0
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` bundled consumers, client ids ``console-c<first>`` on; killed when the block ends."""
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        for i in range(count):
+        for i in range(first, first + count):
             argv = [
                 sys.executable, "-m", "broker.chaos.consumer", "--client", "confluent",
                 "--bootstrap", broker.bootstrap, "--group", group, "--topic", TOPIC, "--client-id", f"console-c{i}",

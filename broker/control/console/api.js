@@ -3,7 +3,9 @@
 // The stream is read with fetch rather than EventSource: EventSource hands named events ("event: sync_completed")
 // only to a listener registered for that name, and new event names may appear within a schema version
 // (docs/events.md), so the console parses the text/event-stream itself and sees every event. On a break it
-// reconnects with since_seq, which replays what it missed from the broker's ring buffers.
+// reconnects with since_seq, which replays what it missed from the broker's ring buffers, and run_id: a broker that
+// restarted numbers its events from 1 again under a new run_id, and replays its whole buffer to a resume point from
+// another run (docs/control-api.yaml), which is then taken as new however small its seq.
 
 export class ApiError extends Error {
   constructor(status, message) {
@@ -38,7 +40,8 @@ const seg = (value) => encodeURIComponent(value);
 export const api = {
   groups: () => call("GET", "/v1/groups").then((d) => d.groups),
   group: (id) => call("GET", `/v1/groups/${seg(id)}`),
-  events: (id) => call("GET", `/v1/groups/${seg(id)}/events`).then((d) => d.events),
+  // With the broker's own broker_started / broker_stopped: the timeline marks restarts.
+  events: (id) => call("GET", `/v1/groups/${seg(id)}/events?broker_events=true`).then((d) => d.events),
   kick: (id, member) => call("POST", `/v1/groups/${seg(id)}/members/${seg(member)}/kick`),
   fence: (id, instance) => call("POST", `/v1/groups/${seg(id)}/instances/${seg(instance)}/fence`),
   rebalance: (id) => call("POST", `/v1/groups/${seg(id)}/rebalance`),
@@ -48,16 +51,20 @@ export const api = {
 };
 
 // Follows /v1/events (one group's, or every group's) until stop() is called. onEvent gets every record once, in
-// seq order; onStatus gets "live", "reconnecting" or "stopped". sinceSeq null: only what happens from now on.
-export function follow({ group = null, sinceSeq = null, onEvent, onStatus = () => {} }) {
+// seq order (within a run of the broker); onStatus gets "live", "reconnecting" or "stopped". sinceSeq null: only
+// what happens from now on; runId: the run sinceSeq counts in. brokerEvents: a group's stream with the broker's own.
+export function follow({ group = null, sinceSeq = null, runId = null, brokerEvents = false, onEvent, onStatus = () => {} }) {
   const controller = new AbortController();
   let lastSeq = sinceSeq;
+  let lastRun = runId;
   let stopped = false;
 
   async function readOnce() {
     const query = new URLSearchParams();
     if (group !== null) query.set("group", group);
+    if (group !== null && brokerEvents) query.set("broker_events", "true");
     if (lastSeq !== null) query.set("since_seq", String(lastSeq));
+    if (lastSeq !== null && lastRun !== null) query.set("run_id", lastRun);
     const response = await fetch(`/v1/events?${query}`, {
       signal: controller.signal,
       headers: { Accept: "text/event-stream" },
@@ -81,8 +88,10 @@ export function follow({ group = null, sinceSeq = null, onEvent, onStatus = () =
           .join("\n");
         if (!data) continue; // a comment: keep-alive, or "n events dropped"
         const record = JSON.parse(data);
-        if (lastSeq !== null && record.seq <= lastSeq) continue;
+        const sameRun = lastRun === null || record.run_id === lastRun;
+        if (lastSeq !== null && sameRun && record.seq <= lastSeq) continue;
         lastSeq = record.seq;
+        lastRun = record.run_id ?? lastRun;
         onEvent(record);
       }
     }

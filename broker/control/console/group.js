@@ -1,6 +1,7 @@
 // The group page: the ownership timeline, the members with their session bars, the event feed and the actions.
 // History comes from GET /v1/groups/{group}/events, then live from /v1/events?group=...&since_seq=<last seen>, so
-// nothing falls between the two; the members table polls GET /v1/groups/{group} (heartbeat ages move every second).
+// nothing falls between the two, both with the broker's own start and stop events (broker_events=true) for the
+// restart marks, and the run_id of the last seen: after a restart the new run is replayed from its start; the members table polls GET /v1/groups/{group} (heartbeat ages move every second).
 
 import { api, ApiError, el, follow, formatMs } from "./api.js";
 import { fenceInstance, faultPanel, forceRebalance, kickMember } from "./actions.js";
@@ -94,6 +95,7 @@ export function groupPage(root, groupId, setStatus) {
   let feedFilter = "";
   let drawPending = false;
   let stream = null;
+  let live = false; // the event stream is connected
 
   const title = el("h2", { dataset: { testid: "group-title" } }, groupId);
   const facts = el("div", { class: "facts", dataset: { testid: "group-facts" } });
@@ -112,7 +114,9 @@ export function groupPage(root, groupId, setStatus) {
   const legend = el("p", { class: "legend muted" },
     "Bars: partitions owned (hatched: pending revocation). Red shade: partitions without an owner. ",
     "Grey hatch on a lane: the silence before an expiry. Red box on a live lane: the time a member was out (kicked, ",
-    "expired) before it re-joined under its id. Vertical lines: rebalances, labelled with their cause.");
+    "expired) before it re-joined under its id. Vertical lines: rebalances, labelled with their cause. ",
+    "Thick purple line: a broker restart (dashed: it was killed), with what its start loaded and how long that took; ",
+    "purple shade: the time the broker was down.");
   const membersBody = el("tbody");
   const membersHead = el("thead");
   const membersTable = el("table", { class: "members", dataset: { testid: "members-table" } }, membersHead, membersBody);
@@ -297,6 +301,8 @@ export function groupPage(root, groupId, setStatus) {
     stream = follow({
       group: groupId,
       sinceSeq: history.lastSeq,
+      runId: history.runId,
+      brokerEvents: true,
       onEvent: (record) => {
         skew = record.ts_ms - Date.now();
         if (!history.add(record)) return;
@@ -305,7 +311,11 @@ export function groupPage(root, groupId, setStatus) {
         scheduleDraw();
         detailSoon();
       },
-      onStatus: (status) => setStatus(status === "live" ? "live" : status, status === "live" ? "ok" : "warn"),
+      onStatus: (status) => {
+        if (status === "reconnecting" && live) history.streamLost(now()); // where a killed broker's down span starts
+        live = status === "live";
+        setStatus(live ? "live" : status, live ? "ok" : "warn");
+      },
     });
   }
 

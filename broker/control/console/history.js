@@ -10,6 +10,10 @@
 //
 // A KIP-848 member keeps its client-chosen id: kicked or expired, it re-joins at epoch 0 under the same id, so its
 // lane comes back to life (its departure kept in `pastEnds`, drawn as a mark) instead of staying ended.
+//
+// Broker restarts (docs/events.md, "Broker restarts"): broker_stopped and broker_started (group_id "", asked for with
+// broker_events=true) become `restarts`. A restarted broker numbers its events from 1 again under a new run_id, so
+// seq is compared within a run only; a new run_id starts a new run whatever its seq.
 
 const tp = (topic, partition) => `${topic}-${partition}`;
 
@@ -128,6 +132,11 @@ export class History {
     this.expiries = new Map(); // member id -> its member_expired record, for the next marker
     this.openGap = null;
     this.lastJoined = null; // consumer groups: the member of the last member_joined, until the next epoch bump
+    this.runId = null;
+    this.runs = 0; // runs of the broker seen
+    this.runEndMs = null; // the broker of the run before this one was last known alive then
+    this.lostMs = null; // when the page's event stream last broke (streamLost)
+    this.restarts = []; // {stoppedMs, downFromMs, startedMs, clean, loadMs, loaded, dataDir, shown}
   }
 
   static from(events, groupType) {
@@ -173,11 +182,23 @@ export class History {
   }
 
   add(event) {
+    const run = event.run_id ?? this.runId;
+    if (run !== this.runId) {
+      // Another run: its seq starts again. Its broker was alive at its last event and while the stream still ran.
+      if (this.runId !== null) this.runEndMs = Math.max(this.lastMs ?? 0, this.lostMs ?? 0) || null;
+      this.runId = run;
+      this.runs += 1;
+      this.lastSeq = 0;
+    }
     if (event.seq <= this.lastSeq) return false;
     this.lastSeq = event.seq;
     const ts = event.ts_ms;
     this.firstMs ??= ts;
     this.lastMs = ts;
+    if (event.event === "broker_stopped" || event.event === "broker_started") {
+      this.restart(event, ts);
+      return true;
+    }
     if (event.group_type === "consumer") this.consumer = true;
     if (this.consumer) this.addConsumer(event, ts);
     else this.addClassic(event, ts);
@@ -289,6 +310,36 @@ export class History {
       default:
         break;
     }
+  }
+
+  // The page's event stream broke at `ms` (the broker's clock): a killed broker was alive until about then.
+  streamLost(ms) {
+    this.lostMs = ms;
+  }
+
+  // A stop (clean: at its time; a kill: told by the next start, the broker was last heard of at runEndMs) and the
+  // start after it. A start with nothing before it is a restart when it recovered state, followed an unclean stop
+  // or came after another run the page saw; otherwise it is the broker's first start, not drawn.
+  restart(event, ts) {
+    let last = this.restarts[this.restarts.length - 1];
+    if (event.event === "broker_stopped") {
+      const clean = event.clean === true;
+      last = { stoppedMs: clean ? ts : null, downFromMs: clean ? ts : this.runEndMs, startedMs: null, clean,
+        loadMs: null, loaded: null, dataDir: null, shown: true };
+      this.restarts.push(last);
+      return;
+    }
+    if (!last || last.startedMs !== null) {
+      const recovered = Object.values(event.loaded ?? {}).some((n) => n > 0);
+      last = { stoppedMs: null, downFromMs: this.runs > 1 ? this.runEndMs : null, startedMs: null,
+        clean: event.clean_shutdown !== false, loadMs: null, loaded: null, dataDir: null,
+        shown: recovered || event.clean_shutdown === false || this.runs > 1 };
+      this.restarts.push(last);
+    }
+    last.startedMs = ts;
+    last.loadMs = event.load_ms ?? null;
+    last.loaded = event.loaded ?? {};
+    last.dataDir = event.data_dir ?? null;
   }
 
   noteSilence(event, ts) {

@@ -1,5 +1,6 @@
 // The ownership timeline, drawn in SVG from a History (history.js): one lane per member, a coloured bar per owned
-// partition, rebalances as labelled vertical markers, unowned spans shaded, the initial formation marked.
+// partition, rebalances as labelled vertical markers, unowned spans shaded, the initial formation marked, broker
+// restarts as marks of their own (how it stopped, what the start loaded and how long it took) over the time it was down.
 // Members still in the group come first; members that left keep their lane below, faded, with how they left; a
 // member that came back under its id (KIP-848) is live, its departure a red mark on its lane.
 // Text is laid out once the SVG is in the page, measured: rebalance labels never overlap (markers close together
@@ -247,9 +248,20 @@ export function renderTimeline(container, history, { nowMs, windowMs = null, wid
     bandLabels.push([text, width - 2 - x(history.formation.start) - 3]);
   }
 
-  // The rebalance markers, on top: a line each, one label per cluster of markers close together.
+  // Broker restarts: the span it was down (from the last event of the run before, or the clean stop), shaded.
+  const restarts = history.restarts.filter((r) => r.shown).map((r) => ({ ...r, ts: r.startedMs ?? r.stoppedMs,
+    restart: true, cause: "broker_restart", formation: false, ...restartText(r) }));
+  for (const r of restarts) {
+    if (r.downFromMs === null || (r.startedMs ?? end) < start) continue;
+    const dx = x(r.downFromMs);
+    root.append(svg("rect", { x: dx, y: 6, width: Math.max(x(r.startedMs ?? end) - dx, 1.5), height: height - 32,
+      class: "broker-down", dataset: { testid: "broker-down" } }, svg("title", {}, r.detail)));
+  }
+
+  // The rebalance and restart markers, on top: a line each, one label per cluster of markers close together.
   const clusters = [];
-  for (const marker of history.markers) {
+  const marks = [...history.markers, ...restarts].sort((a, b) => a.ts - b.ts);
+  for (const marker of marks) {
     if (marker.ts < start) continue;
     const mx = x(marker.ts);
     const last = clusters[clusters.length - 1];
@@ -258,6 +270,14 @@ export function renderTimeline(container, history, { nowMs, windowMs = null, wid
   }
   for (const cluster of clusters) {
     for (const marker of cluster.markers) {
+      if (marker.restart) {
+        const line = svg("line", { x1: x(marker.ts), x2: x(marker.ts), y1: 6, y2: height - 26, class: "restart-line" });
+        cluster.lines.push(line);
+        root.append(svg("g", { class: `restart ${marker.clean ? "clean" : "killed"}`, dataset: { testid: "restart",
+          clean: marker.clean, started: marker.startedMs !== null, loadMs: marker.loadMs ?? "",
+          loaded: JSON.stringify(marker.loaded ?? {}), label: marker.label } }, line, svg("title", {}, marker.detail)));
+        continue;
+      }
       const label = marker.formation ? `formation: ${marker.label}` : marker.label;
       const line = svg("line", { x1: x(marker.ts), x2: x(marker.ts), y1: 6, y2: height - 26, class: "marker-line" });
       cluster.lines.push(line);
@@ -269,9 +289,10 @@ export function renderTimeline(container, history, { nowMs, windowMs = null, wid
     cluster.text = clusterLabel(cluster.markers);
     cluster.label = svg("text", { x: cluster.x + 3, y: 13, class: "marker-label" }, cluster.text);
     const alert = cluster.markers.some((m) => ["member_expired", "member_kicked"].includes(m.cause));
+    const restart = cluster.markers.some((m) => m.restart) ? " restart-text" : "";
     root.append(
-      svg("g", { class: alert ? "marker-text alert" : "marker-text", dataset: { testid: "marker-label", count: cluster.markers.length } },
-        svg("title", {}, cluster.markers.map((m) => `${clockTime(m.ts)} ${m.formation ? "formation: " : ""}${m.label}`).join("\n")),
+      svg("g", { class: `${alert ? "marker-text alert" : "marker-text"}${restart}`, dataset: { testid: "marker-label", count: cluster.markers.length } },
+        svg("title", {}, cluster.markers.map((m) => `${clockTime(m.ts)} ${m.formation ? "formation: " : ""}${m.restart ? m.detail : m.label}`).join("\n")),
         cluster.label),
     );
   }
@@ -306,6 +327,24 @@ export function clusterLabel(markers) {
   for (const m of markers) counts.set(m.label, (counts.get(m.label) ?? 0) + 1);
   const words = [...counts].map(([label, n]) => (n > 1 ? `${n} ${label}` : label)).join(", ");
   return markers.some((m) => m.formation) ? `formation: ${words}` : words;
+}
+
+const LOADED = [["topics", "topic"], ["groups", "group"], ["offsets", "offset"], ["records", "record"], ["transactions", "transaction"]];
+
+// A restart's words: `label` on the timeline ("restart (killed): 1 group, 3 offsets, 300 records in 28 ms"),
+// `detail` for its tooltip.
+export function restartText(restart) {
+  const how = restart.clean ? "stopped cleanly" : "killed";
+  if (restart.startedMs === null) return { label: `broker ${how}`, detail: `broker ${how}, not started again yet` };
+  const loaded = LOADED.filter(([key]) => restart.loaded?.[key] > 0)
+    .map(([key, word]) => `${restart.loaded[key]} ${word}${restart.loaded[key] === 1 ? "" : "s"}`);
+  const load = `${loaded.length ? loaded.join(", ") : "nothing"} loaded in ${formatMs(restart.loadMs ?? 0)}`;
+  const down = restart.downFromMs === null ? ""
+    : `, down ${restart.clean ? "" : "about "}${formatMs(restart.startedMs - restart.downFromMs)}`;
+  return {
+    label: `restart (${restart.clean ? "clean" : "killed"}): ${load}`,
+    detail: `broker ${how}${down}; started at ${clockTime(restart.startedMs)}${restart.dataDir ? ` on ${restart.dataDir}` : ""}: ${load}`,
+  };
 }
 
 // The width of a text element as drawn (an estimate when the page does not lay it out, e.g. a hidden tab).
