@@ -30,10 +30,6 @@ if TYPE_CHECKING:
     from broker.transactions.coordinator import TransactionCoordinator
     from broker.transactions.producer_ids import ProducerIds
 
-# Kafka's log.segment.bytes default: one segment file per GiB of a partition.
-SEGMENT_BYTES = 1_073_741_824
-
-
 class StartRefused(OSError):
     """The data directory refused the start: ``serve`` prints the message as it is, one line, and exits 1."""
 
@@ -74,10 +70,10 @@ class DurableState:
     def clean_shutdown(self) -> bool:
         return self.directory.clean_shutdown
 
-    def segments(self, topic: str, partition: int) -> SegmentLog:
+    def segments(self, topic: str, partition: int, segment_bytes: int) -> SegmentLog:
         from broker.storage.disk.segments import SegmentLog
 
-        return SegmentLog(self.directory.partition_dir(topic, partition), self.fsync, SEGMENT_BYTES)
+        return SegmentLog(self.directory.partition_dir(topic, partition), self.fsync, segment_bytes)
 
     def load(
         self,

@@ -19,6 +19,17 @@ from broker.storage.topics import Topic, TopicRegistry
 
 TOPIC = "topics.topic"
 LOG_START = "log.start"
+#: Kafka's log.segment.bytes, the size a segment rolls at unless the topic's segment.bytes says otherwise.
+DEFAULT_SEGMENT_BYTES = 1_073_741_824
+
+
+def segment_bytes(configs: dict[str, str]) -> int:
+    """The topic's ``segment.bytes``, or Kafka's default when it has none (or none this broker can read)."""
+    try:
+        value = int(configs.get("segment.bytes", DEFAULT_SEGMENT_BYTES))
+    except ValueError:
+        return DEFAULT_SEGMENT_BYTES
+    return value if value > 0 else DEFAULT_SEGMENT_BYTES
 
 
 class _PartitionDisk:
@@ -42,7 +53,7 @@ class DurableTopics:
         self,
         registry: TopicRegistry,
         changes: ChangeSink,
-        segments: Callable[[str, int], SegmentLog],
+        segments: Callable[[str, int, int], SegmentLog],
         logs_root: Path,
     ) -> None:
         self.registry = registry
@@ -55,10 +66,11 @@ class DurableTopics:
 
     def _attach(self, topic: Topic, partition: int, segments: SegmentLog | None = None) -> None:
         if segments is None:
-            segments = self.segments(topic.name, partition)
+            size = segment_bytes(topic.configs)
+            segments = self.segments(topic.name, partition, size)
             if segments.topic_id() != str(topic.topic_id):  # a deleted namesake's directory: not ours
                 segments.destroy()
-                segments = self.segments(topic.name, partition)
+                segments = self.segments(topic.name, partition, size)
             segments.claim(str(topic.topic_id))
         topic.logs[partition].disk = _PartitionDisk(segments, self.changes, topic.name, partition)
         topic.configs_changed = self.configs_changed
@@ -75,6 +87,10 @@ class DurableTopics:
 
     def configs_changed(self, topic: Topic) -> None:
         self.changes.put(TOPIC, (topic.name,), self._value(topic))
+        size = segment_bytes(topic.configs)
+        for log in topic.logs:
+            if isinstance(log.disk, _PartitionDisk):
+                log.disk.segments.segment_bytes = size  # the next roll uses it, as Kafka's does
 
     def deleted(self, topic: Topic) -> None:
         with self.changes.atomic():
@@ -111,12 +127,13 @@ class DurableTopics:
             topic = Topic(name, value["partitions"], registry.budget, registry.defaults, value["configs"])
             topic.topic_id = uuid.UUID(value["id"])
             registry._register(topic)
+            size = segment_bytes(topic.configs)
             for partition, log in enumerate(topic.logs):
-                segments = self.segments(name, partition)
+                segments = self.segments(name, partition, size)
                 kept.add(segments.directory.name)
                 if segments.topic_id() not in (None, value["id"]):
                     segments.destroy()
-                    segments = self.segments(name, partition)
+                    segments = self.segments(name, partition, size)
                 else:
                     log.recover(segments.batches(), starts.get((name, partition), 0))
                 segments.claim(value["id"])

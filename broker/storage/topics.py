@@ -30,7 +30,8 @@ _SHOWN = 255
 # both partition limits (declared below; the server passes them in).
 KAFKA_MAX_RECORDS_PER_USER_OP = 10_000
 
-# Topic-level configs Kafka 4 accepts. The three the broker acts on are read from here;
+# Topic-level configs Kafka 4 accepts. The three the broker acts on are read from here (and segment.bytes, with a
+# data directory: durable_topics.py);
 # the rest are kept and reported so client fixtures that set them keep working.
 KNOWN_TOPIC_CONFIGS = frozenset(
     {
