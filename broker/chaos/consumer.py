@@ -2,12 +2,16 @@
 
     python -m broker.chaos.consumer --client {aiokafka,kafka-python,confluent} --bootstrap HOST:PORT \\
         --group G --topic T --client-id ID --out FILE [--session-timeout-ms N] [--heartbeat-interval-ms N] \\
-        [--assignor range|roundrobin|cooperative-sticky] [--instance-id ID] [--group-protocol classic|consumer]
+        [--assignor range|roundrobin|cooperative-sticky] [--instance-id ID] [--group-protocol classic|consumer] \\
+        [--commits FILE]
 
 For every batch it gets, it appends one line per record, ``partition offset key``, to FILE, flushes and fsyncs
 the file, and only then commits the batch's offsets synchronously: a record whose offset was committed is always
 in the file, so a consumer killed at any moment loses nothing (its uncommitted records come again, to whoever owns
-the partition next: duplicates, never gaps).
+the partition next: duplicates, never gaps). With ``--commits FILE`` it also appends a line per acknowledged
+commit, ``<received> <acked> partition:first:next ...`` (when the batch came, when the broker acknowledged its
+commit, and its offsets): the chaos runner times each client's first commit after a broker restart from it, and
+checks that no record came again after a commit past it was acknowledged.
 
 With ``--group-protocol consumer`` (confluent only: librdkafka is the one client here that speaks KIP-848) the
 consumer sets ``group.protocol=consumer`` and none of session.timeout.ms, heartbeat.interval.ms and
@@ -75,26 +79,48 @@ class FencedHeartbeats(logging.Handler):
 
 
 class Sink:
-    """The output file: one line per record, durable before the batch is committed."""
+    """The output file: one line per record, durable before the batch is committed; and, with ``commits``, one
+    line per acknowledged commit (``CommitLog``)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, commits: str | None = None) -> None:
         self.file: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.commits: IO[str] | None = None
+        if commits is not None:
+            self.commits = open(commits, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.received = 0.0
+        self.first_offsets: dict[int, int] = {}
 
     def write(self, records: Iterable[Record]) -> dict[int, int]:
         """Append the batch, flush and fsync; return the offsets to commit (last offset + 1 per partition)."""
+        self.received = time.time()
         lines: list[str] = []
         next_offsets: dict[int, int] = {}
+        firsts: dict[int, int] = {}
         for partition, offset, key in records:
             lines.append(f"{partition} {offset} {key.decode(errors='replace') if key is not None else '-'}\n")
             next_offsets[partition] = max(next_offsets.get(partition, 0), offset + 1)
+            firsts[partition] = min(firsts.get(partition, offset), offset)
+        self.first_offsets = firsts
         if lines:
             self.file.write("".join(lines))
             self.file.flush()
             os.fsync(self.file.fileno())
         return next_offsets
 
+    def committed(self, offsets: dict[int, int]) -> None:
+        """The broker acknowledged the commit of the batch last written: ``<received> <acked> p:first:next ...``
+        (wall-clock seconds). No fsync: a process killed after the flush still leaves the line to the OS, and the
+        chaos runner reads it only to time commits and to check that no acknowledged commit went back."""
+        if self.commits is None:
+            return
+        ranges = " ".join(f"{p}:{self.first_offsets.get(p, o - 1)}:{o}" for p, o in sorted(offsets.items()))
+        self.commits.write(f"{self.received:.6f} {time.time():.6f} {ranges}\n")
+        self.commits.flush()
+
     def close(self) -> None:
         self.file.close()
+        if self.commits is not None:
+            self.commits.close()
 
 
 def note(args: argparse.Namespace, message: str) -> None:
@@ -147,6 +173,7 @@ async def run_aiokafka(args: argparse.Namespace, sink: Sink) -> None:
             offsets = sink.write((r.partition, r.offset, r.key) for rs in batch.values() for r in rs)
             try:
                 await consumer.commit({aiokafka.TopicPartition(args.topic, p): o for p, o in offsets.items()})
+                sink.committed(offsets)
             except errors.KafkaError as error:
                 note(args, f"commit failed (the records will come again): {error!r}")
     finally:
@@ -215,6 +242,7 @@ def run_kafka_python(args: argparse.Namespace, sink: Sink, stopping: threading.E
                 consumer.commit(
                     {kafka.TopicPartition(args.topic, p): kafka.OffsetAndMetadata(o) for p, o in offsets.items()}
                 )
+                sink.committed(offsets)
             except errors.FencedInstanceIdError as error:
                 raise Fatal(f"fenced: {error!r}") from error
             except errors.KafkaError as error:
@@ -295,6 +323,7 @@ def run_confluent(args: argparse.Namespace, sink: Sink, stopping: threading.Even
                     offsets=[confluent.TopicPartition(args.topic, p, o) for p, o in offsets.items()],
                     asynchronous=False,
                 )
+                sink.committed(offsets)
             except confluent.KafkaException as error:
                 if error.args and is_fatal(confluent, error.args[0]):
                     raise Fatal(f"commit failed: {error.args[0]}") from error
@@ -315,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--client-id", required=True)
     parser.add_argument("--out", required=True, metavar="FILE", help="append 'partition offset key' lines here")
+    parser.add_argument(
+        "--commits", default=None, metavar="FILE",
+        help="append '<received> <acked> partition:first:next ...' here for every acknowledged commit",
+    )  # fmt: skip
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=1000)
     parser.add_argument("--assignor", choices=ASSIGNORS, default=None, help="default: the client's own")
@@ -338,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--group-protocol consumer takes no --assignor: the broker assigns")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    sink = Sink(args.out)
+    sink = Sink(args.out, args.commits)
     note(args, f"started, pid {os.getpid()}, {args.client}")
     try:
         run_client(

@@ -144,6 +144,58 @@ def exactly_once_line(check: JSON) -> str:
     )
 
 
+RESTART_COLUMNS = ("#", "at", "down ms", "load ms", "loaded", "first commit ms")
+
+
+def loaded_words(loaded: JSON | None) -> str:
+    """What the restarted broker read from its directory, in a few words (``broker_started``'s ``loaded``)."""
+    if loaded is None:
+        return "-"
+    shown = ("records", "offsets", "groups")
+    return ", ".join(f"{loaded[name]} {name}" for name in shown if name in loaded) or "-"
+
+
+def first_commit(row: JSON) -> str:
+    """A consumer's first commit after a restart: ms, or why there is none (killed by the schedule before it)."""
+    if row["first_commit_ms"] is not None:
+        return f"{row['first_commit_ms']:.0f}"
+    return "- (killed first)" if row["stopped_after_ms"] is not None else "-"
+
+
+def restart_row(restart: JSON) -> tuple[str, ...]:
+    """One line of the broker restart table: each consumer's first acknowledged commit after the kill."""
+    commits = " ".join(f"{c['client_id']} {first_commit(c)}" for c in restart["first_commits"])
+    load = "-" if restart["load_ms"] is None else f"{restart['load_ms']:.0f}"
+    return (
+        str(restart["number"]), f"{restart['t_s']:.1f}", f"{restart['down_ms']:.0f}", load,
+        loaded_words(restart["loaded"]), commits or "-",
+    )  # fmt: skip
+
+
+def print_restarts(console: Console, report: JSON) -> None:
+    """The broker restarts (``--broker-restart-every``), and what the commit files say about them."""
+    restarts = report.get("broker_restarts") or []
+    if not restarts and report["config"].get("broker_restart_every_s") is None:
+        return
+    table = Table(
+        title=f"{len(restarts)} broker restarts (SIGKILL, same ports and data directory)", box=box.SIMPLE_HEAD,
+        collapse_padding=True, pad_edge=False, caption_justify="left",
+        caption="at: s since the chaos started; down: SIGKILL -> listening again; load: reading the data directory "
+        "(broker_started); first commit: ms from the SIGKILL to each consumer's first acknowledged commit",
+    )  # fmt: skip
+    for column in RESTART_COLUMNS:
+        table.add_column(column, justify="left" if column in ("loaded", "first commit ms") else "right")
+    for restart in restarts:
+        table.add_row(*restart_row(restart))
+    console.print(table)
+    records = report["records"]
+    console.print(
+        f"commits: {records['commits_acked']} acknowledged, records delivered again after their commit was "
+        f"acknowledged {records['duplicated_after_commit']}",
+        highlight=False,
+    )
+
+
 def print_report(report: JSON) -> None:
     console = Console(width=None if sys.stdout.isatty() else 100)
     config = report["config"]
@@ -167,6 +219,7 @@ def print_report(report: JSON) -> None:
     for row in summary_rows(report["summary"]):
         totals.add_row(*row)
     console.print(totals)
+    print_restarts(console, report)
     verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"
     if consumer:
         group = report["group"]

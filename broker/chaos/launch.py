@@ -2,6 +2,8 @@
 
 Every child is a ``python -m`` of this checkout, in its own session (``spawn``). The broker is started on free
 ports (``--port 0 --admin-port 0``); which ports it got is read from its JSON log lines, the only place it says.
+With ``--broker-restart-every`` it gets a data directory and fixed ports picked before it starts instead, so that
+``Broker.restart`` (SIGKILL, the same command again) brings it back where every client looks for it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -105,58 +108,123 @@ def consumer_group_timers(session_ms: int, heartbeat_ms: int) -> list[str]:
     ]  # fmt: skip
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports nothing listens on now: a broker that is restarted must come back on the ports its
+    clients know, so it cannot take ``--port 0``. All are held open together until all are picked (no repeats)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@dataclass
+class Listening:
+    """A started broker process and its two addresses, read from its log lines."""
+
+    process: subprocess.Popen[bytes]
+    bootstrap: str
+    admin: str
+
+
+def launch(argv: list[str], log_path: Path, append: bool = False) -> Listening:
+    """Start ``argv`` (a ``serve``) and wait until both listeners log; its JSON log lines (stderr) go on to
+    ``log_path`` (appended to with ``append``: a restarted broker's lines follow the killed one's)."""
+    process = spawn(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    found: dict[str, JSON] = {}
+    ready = threading.Event()
+    start = log_path.stat().st_size if append and log_path.exists() else 0
+
+    def follow() -> None:
+        assert process.stderr is not None
+        with log_path.open("ab" if append else "wb") as log:
+            for raw in process.stderr:
+                log.write(raw)
+                log.flush()
+                if ready.is_set():
+                    continue
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(line, dict) and line.get("event") in LISTENING_LINES:
+                    found[line["event"]] = line
+                    if len(found) == len(LISTENING_LINES):
+                        ready.set()
+        ready.set()  # the broker exited: stop waiting
+
+    threading.Thread(target=follow, name="broker-log", daemon=True).start()
+    if not ready.wait(START_TIMEOUT_S) or len(found) < len(LISTENING_LINES):
+        stop_process(process, STOP_TIMEOUT_S)
+        log_end = log_path.read_bytes()[start:].decode(errors="replace")[-2000:] if log_path.exists() else ""
+        missing = sorted(set(LISTENING_LINES) - set(found))
+        raise ChaosError(f"the broker did not start (no {', '.join(missing)} log line); its log ends:\n{log_end}")
+    kafka, control = (found[name] for name in LISTENING_LINES)
+    return Listening(process, f"127.0.0.1:{kafka['port']}", f"http://{control['host']}:{control['port']}")
+
+
 class Broker:
     """The broker the run uses: started by the runner (``managed``), or a running one."""
 
-    def __init__(self, bootstrap: str, admin: str, process: subprocess.Popen[bytes] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        admin: str,
+        process: subprocess.Popen[bytes] | None = None,
+        argv: list[str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.admin = admin
         self.process = process
+        self.argv = argv
+        self.log_path = log_path
 
     @property
     def managed(self) -> bool:
         return self.process is not None
 
     @classmethod
-    def start(cls, topic: str, partitions: int, log_path: Path, settings: list[str] | None = None) -> Broker:
-        """``python -m broker serve`` on free ports; its JSON log lines (stderr) go on to ``log_path``.
+    def start(
+        cls,
+        topic: str,
+        partitions: int,
+        log_path: Path,
+        settings: list[str] | None = None,
+        data_dir: Path | None = None,
+    ) -> Broker:
+        """``python -m broker serve``; its JSON log lines (stderr) go on to ``log_path``.
 
-        ``settings``: more flags for it (``consumer_group_timers``)."""
+        ``settings``: more flags for it (``consumer_group_timers``). Without ``data_dir``, on free ports
+        (``--port 0 --admin-port 0``) and in memory; with it, on fixed free ports and durable there, so that
+        ``restart`` brings back the same broker where its clients look for it."""
+        if data_dir is None:
+            ports = ["--port", "0", "--admin-port", "0"]
+        else:
+            kafka_port, admin_port = free_ports(2)
+            ports = ["--port", str(kafka_port), "--admin-port", str(admin_port), "--data-dir", str(data_dir)]
         argv = [
-            sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", "--port", "0", "--admin-port", "0",
+            sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", *ports,
             "--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", "1000",
             "--topic", f"{topic}:{partitions}", "--log-format", "json", *(settings or []),
         ]  # fmt: skip
-        process = spawn(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        found: dict[str, JSON] = {}
-        ready = threading.Event()
+        up = launch(argv, log_path)
+        return cls(up.bootstrap, up.admin, up.process, argv, log_path)
 
-        def follow() -> None:
-            assert process.stderr is not None
-            with log_path.open("wb") as log:
-                for raw in process.stderr:
-                    log.write(raw)
-                    log.flush()
-                    if ready.is_set():
-                        continue
-                    try:
-                        line = json.loads(raw)
-                    except ValueError:
-                        continue
-                    if isinstance(line, dict) and line.get("event") in LISTENING_LINES:
-                        found[line["event"]] = line
-                        if len(found) == len(LISTENING_LINES):
-                            ready.set()
-            ready.set()  # the broker exited: stop waiting
+    def restart(self) -> None:
+        """SIGKILL, then the same command again (same ports, same data directory); back once it listens.
 
-        threading.Thread(target=follow, name="broker-log", daemon=True).start()
-        if not ready.wait(START_TIMEOUT_S) or len(found) < len(LISTENING_LINES):
-            stop_process(process, STOP_TIMEOUT_S)
-            log_end = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
-            missing = sorted(set(LISTENING_LINES) - set(found))
-            raise ChaosError(f"the broker did not start (no {', '.join(missing)} log line); its log ends:\n{log_end}")
-        kafka, control = (found[name] for name in LISTENING_LINES)
-        return cls(f"127.0.0.1:{kafka['port']}", f"http://{control['host']}:{control['port']}", process)
+        ChaosError if it does not come back (or came back elsewhere: a port taken meanwhile)."""
+        assert self.process is not None and self.argv is not None and self.log_path is not None
+        self.process.kill()
+        self.process.wait()
+        up = launch(self.argv, self.log_path, append=True)
+        self.process = up.process
+        if (up.bootstrap, up.admin) != (self.bootstrap, self.admin):
+            raise ChaosError(f"the restarted broker listens at {up.bootstrap} ({up.admin}), not {self.bootstrap}")
 
     def stop(self) -> int | None:
         if self.process is None:
@@ -181,6 +249,7 @@ class Incarnation:
     out: Path
     log: Path
     started_at: float
+    commits: Path | None = None  # its acknowledged commits (``consumer --commits``); None for other members
     signalled: str | None = None  # "SIGKILL" / "SIGTERM" sent by the schedule, or "stop" at the end
     signalled_at: float | None = None
     exited_at: float | None = None
@@ -200,13 +269,16 @@ def start_consumer(
     """``python -m broker.chaos.consumer`` as ``chaos-<slot>-<incarnation>``: its records and its log in
     ``workdir``, named after it."""
     name = client_id(slot, incarnation)
-    out, log = workdir / f"{name}.records", workdir / f"{name}.log"
+    out, log, commits = workdir / f"{name}.records", workdir / f"{name}.log", workdir / f"{name}.commits"
     argv = [
         sys.executable, "-m", "broker.chaos.consumer", "--client", args.client,
         "--bootstrap", bootstrap, "--group", group, "--topic", topic,
         "--client-id", name, "--out", str(out), "--group-protocol", args.group_protocol,
+        "--commits", str(commits),
     ]  # fmt: skip
-    return spawn_member(args, argv, slot, incarnation, out, log)
+    consumer = spawn_member(args, argv, slot, incarnation, out, log)
+    consumer.commits = commits
+    return consumer
 
 
 def spawn_member(

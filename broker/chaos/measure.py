@@ -48,6 +48,11 @@ class EventFollower:
 
     ``view`` is the group as its events tell it (``protocols.GroupView``); ``from_events``: the summary is the
     view's rather than the control API's (consumer groups: their epochs are in the events).
+
+    A broker restart (``pause``, then ``resume``) starts its ``seq`` at 1 again under a new ``run_id``: the
+    follower then asks from 0 and keeps every event in the order it came, so ``events`` stays in time order across
+    restarts (``measure`` goes by position in it, not by ``seq``). Polls while paused are not made: the broker is
+    down on purpose, its refusals are no errors.
     """
 
     def __init__(self, control: ControlClient, group: str, from_events: bool = False) -> None:
@@ -59,6 +64,8 @@ class EventFollower:
         self._summary: JSON | None = None
         self.errors: Counter[str] = Counter()
         self._last_seq = 0
+        self._run_id: str | None = None
+        self._paused = threading.Event()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="events", daemon=True)
@@ -84,18 +91,40 @@ class EventFollower:
         return self._summary
 
     def poll(self) -> None:
+        if not self._paused.is_set():
+            self._fetch()
+
+    def _fetch(self) -> None:
         try:
             new = self.control.events(self.group, since_seq=self._last_seq)
         except ControlError as error:
-            if error.status != 404:  # 404: the broker has not seen the group yet
+            if error.status != 404 and not self._paused.is_set():  # 404: the broker has not seen the group yet
                 self.errors[str(error)] += 1
             return
         with self._lock:
             for event in new:
-                if isinstance(event.get("seq"), int) and event["seq"] > self._last_seq:
+                if not isinstance(event.get("seq"), int):
+                    continue
+                run_id = event.get("run_id")
+                if run_id != self._run_id:  # the first event, or the first of a restarted broker
+                    self._run_id, self._last_seq = run_id, 0
+                if event["seq"] > self._last_seq:
                     self.events.append(event)
                     self.view.apply(event)
                     self._last_seq = event["seq"]
+
+    def pause(self) -> None:
+        """The broker is about to be killed: one last poll, for what it emitted since the previous one (its ring
+        dies with it), then none until ``resume``."""
+        self._paused.set()
+        self._fetch()
+
+    def resume(self) -> None:
+        """The broker is back, a new run: its events from the first (a poll with the old ``seq`` could skip the
+        new run's first events, numbered from 1 again)."""
+        with self._lock:
+            self._last_seq = 0
+        self._paused.clear()
 
     def stable_with(self, members: int) -> bool:
         """The group, as its events tell it, is Stable with exactly ``members`` members."""
@@ -151,24 +180,27 @@ def measure(
         "overlapped": False,
     }
     gone = (names.MEMBER_EXPIRED, names.MEMBER_LEFT)
-    detection = next((e for e in after if e.get("event") in gone and e.get("member_id") in victims), None)
-    if detection is None:
+    # By position in ``after``, which is arrival order: ``seq`` starts again at 1 after a broker restart.
+    found = next(
+        ((i, e) for i, e in enumerate(after) if e.get("event") in gone and e.get("member_id") in victims), None
+    )
+    if found is None:
         return result
+    detected_at, detection = found
     result.update(
         detected=True,
         detect_event=detection["event"],
         detect_cause=detect_cause(detection),
         detect_s=round((detection["ts_ms"] - kill_ms) / 1000, 3),
     )
-    recovery = next((e for e in after if e["seq"] > detection["seq"] and protocol.is_recovery(e)), None)
-    if recovery is not None:
+    recovered = next(((i, e) for i, e in enumerate(after) if i > detected_at and protocol.is_recovery(e)), None)
+    if recovered is not None:
+        recovered_at, recovery = recovered
         result.update(
             recovered=True,
             recover_s=round((recovery["ts_ms"] - kill_ms) / 1000, 3),
             recover_generation=protocol.epoch(recovery),
-            rebalances=sum(
-                1 for e in after if e.get("event") == protocol.rebalance_event and e["seq"] < recovery["seq"]
-            ),
+            rebalances=sum(1 for e in after[:recovered_at] if e.get("event") == protocol.rebalance_event),
         )
         result["overlapped"] = next_kill is not None and next_kill.at * 1000 < recovery["ts_ms"]
     if kill.restarted_as is not None:

@@ -26,7 +26,8 @@ EXACTLY_ONCE_CLIENT = "confluent"
 PROGRAM = "group-broker chaos run"
 DESCRIPTION = (
     "Kill consumers of a group on a seeded schedule (SIGKILL or SIGTERM), restart them, and measure how long the "
-    "broker takes to notice and the group to recover, and whether any record was lost."
+    "broker takes to notice and the group to recover, and whether any record was lost. With "
+    "--broker-restart-every, also SIGKILL and restart the broker itself, on its data directory."
 )
 
 JSON = dict[str, Any]
@@ -76,6 +77,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--restart-after", type=float, default=3.0, metavar="S", help="restart a killed consumer after S s (default 3)"
     )
     schedule.add_argument("--seed", type=int, default=None, help="RNG seed for the schedule (default: random)")
+    schedule.add_argument(
+        "--broker-restart-every", type=float, default=None, metavar="S",
+        help="also SIGKILL the broker the run starts every S s and start it again on the same ports and data "
+        "directory (<workdir>/broker-data); the report says how long it was down, what it loaded, each consumer's "
+        "time to its first acknowledged commit after it, and that no acknowledged record or commit was lost "
+        "(not with --bootstrap; default: no broker restarts)",
+    )  # fmt: skip
     schedule.add_argument(
         "--drain-timeout", type=float, default=60.0, metavar="S",
         help="after the chaos, wait at most S s for every produced record to be consumed (default 60)",
@@ -135,6 +143,15 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
         )
     if args.event_log is not None and not args.event_log.strip():
         problems.append("--event-log must be a path")
+    restart_every = args.broker_restart_every
+    if restart_every is not None:
+        if not restart_every > 0:
+            problems.append("--broker-restart-every must be positive")
+        if args.bootstrap is not None:
+            problems.append(
+                "--broker-restart-every restarts the broker the run starts: a running broker (--bootstrap) is not "
+                "the runner's to kill; leave out --bootstrap"
+            )
     if args.admin is not None and args.bootstrap is None:
         problems.append("--admin needs --bootstrap (without it the runner starts its own broker)")
     if args.client == "aiokafka" and args.assignor == "cooperative-sticky":
@@ -180,5 +197,6 @@ def config_report(args: argparse.Namespace, topic: str, group: str, seed: int) -
         "kill_ratio": args.kill_ratio,
         "restart_after_s": args.restart_after,
         "drain_timeout_s": args.drain_timeout,
+        "broker_restart_every_s": args.broker_restart_every,
         "seed": seed,
     }

@@ -22,6 +22,11 @@ Without ``--bootstrap`` the runner starts its own broker (``python -m broker ser
 the topic, and stops it at the end; with ``--bootstrap HOST:PORT --admin URL`` it uses a running one (the topic is
 created if it does not exist).
 
+``--broker-restart-every S`` (its own broker only) gives that broker a data directory and fixed ports, and
+SIGKILLs and restarts it every S seconds besides the consumer kills (``broker_restarts``): the report's
+``broker_restarts`` says how long each took, what the new broker loaded, and each consumer's time to its first
+acknowledged commit after it; the run fails if an acknowledged record was lost or an acknowledged commit forgotten.
+
 ``--group-protocol consumer`` makes the group a KIP-848 consumer group (confluent consumers with
 ``group.protocol=consumer``; docs/spec/consumer-groups.md): the broker it starts gets the session timeout and
 heartbeat interval as its consumer-group timers (section 7), the group is watched through its events (state,
@@ -54,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.chaos import exactly_once, library_available, missing_library_message
+from broker.chaos.broker_restarts import BrokerRestarts, data_dir, durability_report, restart_notes, restart_reports
 from broker.chaos.display import Display, print_report
 from broker.chaos.launch import (
     STOP_TIMEOUT_S,
@@ -123,6 +129,8 @@ class Run:
         self.drained: float | None = None
         self.phase = "starting"
         self.producer_exited = False
+        every = args.broker_restart_every
+        self.broker_restarts = BrokerRestarts(every) if every is not None else None
 
     # -- processes
 
@@ -237,7 +245,10 @@ class Run:
             )
             if self.args.event_log is not None:
                 settings += ["--event-log", str(Path(self.args.event_log).resolve())]
-            self.broker = Broker.start(self.topic, self.args.partitions, self.workdir / "broker.log", settings)
+            self.broker = Broker.start(
+                self.topic, self.args.partitions, self.workdir / "broker.log", settings,
+                data_dir=None if self.broker_restarts is None else data_dir(self.workdir),
+            )  # fmt: skip
         else:
             self.broker = Broker(self.args.bootstrap, self.args.admin or configured_url())
             if consumer_groups:
@@ -303,13 +314,29 @@ class Run:
         )
         next_kill = start + self.args.interval
         end = start + self.args.duration
+        if self.broker_restarts is not None:
+            self.broker_restarts.start(start)
+            self.display.say(f"and the broker: SIGKILL and restart every {self.broker_restarts.every_s:g}s")
         while time.time() < end:
             if time.time() >= next_kill:
                 self.kill_one()
                 next_kill += self.args.interval
+            if self.broker_restarts is not None and self.broker_restarts.due(time.time()):
+                self.restart_broker()
             self.tick()
             time.sleep(TICK_S)
         self.chaos_ended = time.time()
+
+    def restart_broker(self) -> None:
+        """SIGKILL the broker and start it again (``broker_restarts``); the consumer kills wait meanwhile."""
+        assert self.broker_restarts is not None and self.broker is not None
+        assert self.control is not None and self.follower is not None and self.schedule.started is not None
+        restart = self.broker_restarts.restart(self.broker, self.follower, self.control, self.schedule.started)
+        loaded = "" if restart.load_ms is None else f", loaded in {restart.load_ms:.0f} ms: {restart.loaded}"
+        self.display.say(
+            f"broker restart #{restart.number}: [red]SIGKILL[/red], listening again after {restart.down_ms:.0f} ms"
+            + loaded
+        )
 
     def stop_producer(self) -> Produced:
         self.phase = "draining"
@@ -386,14 +413,21 @@ class Run:
         clients = member_clients(events)
         kills = kill_reports(self.schedule.kills, events, clients, self.protocol)
         self.notes.extend(kill_notes(kills, self.protocol))
-        records = records_report(produced, self.records)
+        records = {**records_report(produced, self.records), **durability_report(self.incarnations)}
+        restarts = None
+        if self.broker_restarts is not None:
+            restarts = restart_reports(self.broker_restarts.restarts, self.incarnations)
+            self.notes.extend(restart_notes(restarts))
         if produced.acked == 0:
             self.notes.append("no record was acknowledged: nothing to check")
         start = self.schedule.started
         check = self.check_output(produced) if self.args.exactly_once else None
+        ok = records["lost"] == 0 and produced.acked > 0 and (check is None or check["ok"])
+        # Across broker restarts a commit the broker acknowledged must hold as well as a record.
+        ok = ok and (restarts is None or records["duplicated_after_commit"] == 0)
         return {
             "version": 1,
-            "ok": records["lost"] == 0 and produced.acked > 0 and (check is None or check["ok"]),
+            "ok": ok,
             "config": config_report(self.args, self.topic, self.group, self.seed),
             "broker": {
                 "bootstrap": self.broker.bootstrap,
@@ -407,6 +441,7 @@ class Run:
             "finished_at": finished_at,
             "records": records,
             "kills": kills,
+            "broker_restarts": restarts or [],
             "summary": summarize(kills),
             "group": group_report(events, start, self.drained, self.follower.errors, self.protocol),
             "consumers": consumer_reports(self.incarnations, clients, self.records),

@@ -105,13 +105,17 @@ class ControlClient:
         query = _query(limit=limit, since_seq=since_seq)
         return _list(self._json("GET", f"/v1/groups/{quote(group_id)}/events{query}"), "events")
 
-    def stream_events(self, group_id: str | None = None) -> Iterator[JSON]:
+    def stream_events(
+        self, group_id: str | None = None, since_seq: int | None = None, timeout: float | None = None
+    ) -> Iterator[JSON]:
         """Follow the Server-Sent Events stream: every event of one group (or of all) as it happens.
 
         The iterator ends when the broker closes the stream; closing the iterator (or leaving a ``for`` loop over
-        it) closes the connection. Keep-alive comments are skipped. No read timeout: the stream may be idle.
+        it) closes the connection. Keep-alive comments are skipped. ``since_seq``: the buffered events after it
+        come first (0: all of them, the broker's own ``broker_started`` among them). ``timeout``: none by default,
+        the stream may be idle; with one, a read that waits longer raises ControlError.
         """
-        response = self._open("GET", f"/v1/events{_query(group=group_id)}", timeout=None)
+        response = self._open("GET", f"/v1/events{_query(group=group_id, since_seq=since_seq)}", timeout=timeout)
         return _sse_events(response)
 
     def wait(
