@@ -50,6 +50,7 @@ from broker.analytics.tables import build, sequence_events
 from broker.analytics.tables.disturbances import caused, disturbances_table
 from broker.analytics.tables.members import members_output
 from broker.analytics.tables.ownership import ownership_output
+from broker.analytics.tables.restarts import restart_disturbances, runs_table, stopped_members, stopped_ownership
 from broker.analytics.tables.summary import summary_table
 from broker.events.names import FORMAT_VERSION
 
@@ -171,14 +172,16 @@ def _analyse(
             say(f"  {count} {kind} line(s), e.g. {examples[0] if examples else '-'}")
 
     built = build(events)
+    # The runs' broker_started and broker_stopped (issue 27): a few rows, kept apart from the events' plans.
+    runs = runs_table(events).localCheckpoint(eager=True)
     members = built.members.persist(StorageLevel.MEMORY_AND_DISK)
     ownership = built.ownership
     ownership.intervals = ownership.intervals.persist(StorageLevel.MEMORY_AND_DISK)
     ownership.consumer = ownership.consumer.persist(StorageLevel.MEMORY_AND_DISK)
     outputs: dict[str, DataFrame] = {
         "input": spark.createDataFrame(report, INPUT),
-        "members": members_output(members),
-        "ownership": ownership_output(ownership),
+        "members": stopped_members(members_output(members), runs),
+        "ownership": stopped_ownership(ownership_output(ownership), runs),
         "rebalances": built.rebalances,
     }
     for name in ("input", "members", "ownership", "rebalances"):
@@ -188,21 +191,24 @@ def _analyse(
     built.episodes.unpersist()
     ownership.intervals.unpersist()
     ownership.consumer.unpersist()
-    # The summary reads the tables back from Parquet: nothing left to keep in memory, and a short plan.
-    say("writing summary")
-    summary = summary_table(spark.read.parquet(_join(out, "rebalances")), spark.read.parquet(_join(out, "members")))
-    result.rows["summary"] = _write(summary, _join(out, "summary"))
+    # The summary and the disturbances read the tables back from Parquet: nothing left to keep in memory, and
+    # short plans. The disturbances come first: the summary counts the broker restarts among them.
     say("writing disturbances")
-    disturbances = disturbances_table(
-        events, spark.read.parquet(_join(out, "rebalances")), spark.read.parquet(_join(out, "members"))
+    written_rebalances = spark.read.parquet(_join(out, "rebalances"))
+    written_members = spark.read.parquet(_join(out, "members"))
+    disturbances = disturbances_table(events, written_rebalances, written_members).unionByName(
+        restart_disturbances(runs, written_rebalances, written_members, spark.read.parquet(_join(out, "ownership")))
     )
     result.rows["disturbances"] = _write(disturbances, _join(out, "disturbances"))
     if result.rows["disturbances"]:  # what a chaos run asks first: which kill caused which rebalance
         written = spark.read.parquet(_join(out, "disturbances"))
-        for row in written.orderBy("ts_ms", "run_id", "seq").limit(DISTURBANCES_SHOWN).collect():
+        for row in written.orderBy("ts_ms", "run_id", "seq", "group_id").limit(DISTURBANCES_SHOWN).collect():
             say(f"  {row['group_id'] or '(every group)'}: {caused(row.asDict())}")
         if result.rows["disturbances"] > DISTURBANCES_SHOWN:
             say(f"  ... {result.rows['disturbances'] - DISTURBANCES_SHOWN} more in the disturbances table")
+    say("writing summary")
+    summary = summary_table(written_rebalances, written_members, spark.read.parquet(_join(out, "disturbances")))
+    result.rows["summary"] = _write(summary, _join(out, "summary"))
 
     overall = spark.read.parquet(_join(out, "summary")).where(F.col("scope") == "all").collect()
     result.overall = overall[0].asDict(recursive=True) if overall else {}

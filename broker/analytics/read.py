@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from broker.analytics.schema import CORRUPT, INPUT_KINDS, PARSED_SCHEMA
 from broker.events.names import (
+    BROKER_EVENTS,
     COMMON,
     DISTURBANCE_EVENTS,
     EVENTS,
@@ -39,7 +40,9 @@ EXAMPLE_CHARS = 200
 OLDEST_VERSION = 1
 #: The events version 2 added: in a version-1 record they are not that format's, so ``unknown_event``. (The
 #: transaction events were added within version 2 as well, but version-1 logs were read with them all along.)
-V2_EVENTS = frozenset({GROUP_EPOCH_BUMPED, TARGET_ASSIGNMENT_COMPUTED, MEMBER_RECONCILED, *DISTURBANCE_EVENTS})
+V2_EVENTS = frozenset(
+    {GROUP_EPOCH_BUMPED, TARGET_ASSIGNMENT_COMPUTED, MEMBER_RECONCILED, *DISTURBANCE_EVENTS, *BROKER_EVENTS}
+)
 
 
 class InputError(Exception):

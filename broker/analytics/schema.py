@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pyspark.sql.types import (
     ArrayType,
+    BooleanType,
     DataType,
     DoubleType,
     IntegerType,
@@ -37,6 +38,21 @@ _MOVE = StructType(
         StructField("to", StringType()),
     ]
 )
+
+
+#: ``broker_started.loaded``: what the data directory held (docs/events.md, "Broker restarts"); empty for a
+#: memory-only broker. Every count is an int; one of another JSON type makes the line malformed.
+LOADED_KEYS = (
+    "topics",
+    "groups",
+    "offsets",
+    "transactions",
+    "records",
+    "journal_entries",
+    "journal_bytes",
+    "torn_tail_bytes",
+)
+_LOADED = StructType([StructField(key, LongType()) for key in LOADED_KEYS])
 
 
 def _fields(*pairs: tuple[str, DataType]) -> list[StructField]:
@@ -112,6 +128,13 @@ EVENT_SCHEMA = StructType(
         ("match", StringType()),  # raw JSON: the object of what a fault rule matches, shown as it is
         ("error", StringType()),
         ("delay_ms", LongType()),
+        # added within version 2 (issue 27): broker restarts (broker_started, broker_stopped), group_id ""
+        ("data_dir", StringType()),
+        ("clean_shutdown", BooleanType()),
+        ("loaded", _LOADED),
+        ("load_ms", DoubleType()),
+        ("clean", BooleanType()),
+        ("detected_at_start", BooleanType()),
         (CORRUPT, StringType()),
     )
 )
@@ -222,6 +245,9 @@ SUMMARY = StructType(
         ("formations", LongType()),
         ("no_protocol", LongType()),
         ("formation_unowned_partition_seconds", DoubleType()),
+        # issue 27: the broker restarts (``tables/restarts.py``): overall, all of them; per group, those it lived
+        # through (it had members when the broker stopped)
+        ("broker_restarts", LongType()),
     )
 )
 
@@ -249,6 +275,14 @@ DISTURBANCES = StructType(
         ("rebalance_outcome", StringType()),
         ("rebalance_duration_ms", LongType()),
         ("detected_ms", LongType()),
+        # issue 27: a broker restart's (``tables/restarts.py``); null on every other disturbance
+        ("clean", BooleanType()),
+        ("load_ms", DoubleType()),
+        ("loaded_groups", LongType()),
+        ("loaded_offsets", LongType()),
+        ("loaded_records", LongType()),
+        ("data_dir", StringType()),
+        ("previous_run_id", StringType()),
     )
 )
 

@@ -1,8 +1,11 @@
 """The tables: rebalance episodes, membership intervals, partition ownership and the summary.
 
 Everything is DataFrame operations, so the job runs the same on a laptop and a cluster. One module per table
-family, each on the ordered events (``events.py``: one shuffle, then windows within each (group, run)). A broker
-keeps groups in memory, so a run (``run_id``) starts every group afresh and no state crosses runs.
+family, each on the ordered events (``events.py``: one shuffle, then windows within each (group, run)): every
+group's history is computed within its run (``run_id``). A memory-only broker starts every group afresh at a
+restart; a broker with a data directory does not, and where its ``broker_started``/``broker_stopped`` say so
+``restarts.py`` ties a run to the one before it (the intervals the stop ended, the restart's disturbances); no
+other state crosses runs.
 docs/analytics.md says what each column means and where the broker's words end and the analysis begins.
 """
 

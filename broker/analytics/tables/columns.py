@@ -6,7 +6,8 @@ from pyspark.sql import Column, DataFrame, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-#: The partitioning of every window: a broker keeps groups in memory, so no state crosses runs.
+#: The partitioning of every window: each run's history is its own (``restarts.py`` ties a run on a data directory
+#: to the one before it only where the broker's own records say how).
 GROUP_RUN = ("group_id", "run_id")
 
 

@@ -26,11 +26,23 @@ from broker.events.names import CHAOS_ACTION, DISTURBANCE_EVENTS, FAULT_RULE_ADD
 
 #: What the window adds to a session timeout: the heartbeat that was in flight, the broker's timer tick.
 MARGIN_MS = 5000
+#: A broker restart's ``action`` (``restarts.py``, which builds its rows).
+BROKER_RESTART = "broker_restart"
 #: Kafka's session.timeout.ms default (KIP-735), when nothing says the member's.
 DEFAULT_SESSION_MS = 45_000
 #: The disturbance's own fields, kept in one struct column through the ordered events (``events.py``): null on
 #: every other record, so the events carry one mostly-null column instead of eight.
 FIELDS = ("action", "signal", "pid", "note", "rule_id", "match", "error", "delay_ms")
+#: The columns only a broker restart's rows have (``restarts.py``): null on a kill's or a rule's.
+RESTART_COLUMNS = (
+    "clean",
+    "load_ms",
+    "loaded_groups",
+    "loaded_offsets",
+    "loaded_records",
+    "data_dir",
+    "previous_run_id",
+)
 
 
 def disturbance_column() -> Column:
@@ -185,6 +197,8 @@ def disturbances_table(events: DataFrame, rebalances: DataFrame, members: DataFr
         F.col("r_outcome").alias("rebalance_outcome"),
         F.col("r_duration").alias("rebalance_duration_ms"),
         detected.alias("detected_ms"),
+        # a broker restart's columns (``restarts.py``)
+        *(F.lit(None).alias(c) for c in RESTART_COLUMNS),
     )
     return typed(out, DISTURBANCES)
 
@@ -196,8 +210,16 @@ def _seconds(ms: int | None) -> str:
 def caused(row: dict[str, Any]) -> str:
     """A row's disturbance and what it did, in words (the report's last column, the job's progress lines):
     "kill (SIGKILL) of chaos-1-0 -> rebalance gen 4, detected in 6.0 s",
-    "rule f1 (error) -> no rebalance within 8.0 s"."""
-    if row["event"] == CHAOS_ACTION:
+    "rule f1 (error) -> no rebalance within 8.0 s",
+    "broker restart after a kill -> rebalance gen 3, detected in 6.1 s" (a group's row of a broker restart)."""
+    if row["action"] == BROKER_RESTART:
+        what = "broker restart after " + ("a clean stop" if row.get("clean") else "a kill")
+        if not row["group_id"]:  # the restart's own row: what it loaded; its groups' rows say what it caused
+            counts = ((row.get(f"loaded_{key}") or 0, key) for key in ("groups", "offsets", "records"))
+            loaded = ", ".join(f"{n} {key if n != 1 else key[:-1]}" for n, key in counts)
+            load = f" in {row['load_ms']:.1f} ms" if row.get("load_ms") is not None else ""
+            return f"{what}: loaded {loaded}{load}"
+    elif row["event"] == CHAOS_ACTION:
         how = f" ({row['signal']})" if row["signal"] else ""
         what = f"{row['action']}{how} of {row['client_id'] or row['member_id'] or 'a member'}"
     else:

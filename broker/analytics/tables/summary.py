@@ -8,10 +8,13 @@ from pyspark.sql import functions as F
 from broker.analytics.schema import SUMMARY
 from broker.analytics.tables.columns import as_int, typed
 from broker.analytics.tables.formation import FORMATION, with_formation
+from broker.analytics.tables.restarts import RESTART
 
 PERCENTILES = (0.5, 0.95, 0.99)
 #: The rebalance protocols counted in columns of their own, after formation.
 PROTOCOL_COLUMNS = ("eager", "cooperative", "consumer")
+#: The other counts: 0, not null, for a group with nothing to count.
+COUNTED = ("rebalances", "formations", "expirations", "no_protocol", "broker_restarts")
 
 
 def percentiles(prefix: str, column: Column, digits: int = 3) -> list[Column]:
@@ -43,8 +46,11 @@ def counts() -> list[Column]:
     ]
 
 
-def summary_table(rebalances: DataFrame, members: DataFrame) -> DataFrame:
+def summary_table(rebalances: DataFrame, members: DataFrame, disturbances: DataFrame | None = None) -> DataFrame:
     """Per group, then one row for everything (``scope`` "all", ``group_id`` null).
+
+    ``broker_restarts`` (of ``disturbances``, the table as written; 0 without it): overall, the restarts' own rows
+    (``group_id`` ""); per group, the rows of the restarts it lived through (``tables/restarts.py``).
 
     Durations and unowned partition-seconds are those of episodes that ended Stable after the group's formation
     (``steady``), as the report's; detection is ``since_last_heartbeat_ms`` of expired members.
@@ -76,23 +82,34 @@ def summary_table(rebalances: DataFrame, members: DataFrame) -> DataFrame:
             F.sum(as_int(expired)).alias("expirations"),
         )
 
+    def restart_counts(keys: list[str]) -> DataFrame:
+        if disturbances is None:
+            restarts = rebalances.sparkSession.createDataFrame([], "group_id string")
+        else:
+            restarts = disturbances.where(F.col("action") == RESTART).select("group_id")
+        # per group the rows of the groups it touched, overall the restart's own (group "")
+        restarts = restarts.where((F.col("group_id") != "") if keys else (F.col("group_id") == ""))
+        return restarts.groupBy(*keys).agg(F.count("*").alias("broker_restarts"))
+
     groups = (
         rebalance_stats(["group_id"])
         .join(causes(["group_id"]), ["group_id"], "left")
         .join(member_stats(["group_id"]), ["group_id"], "full")
+        .join(restart_counts(["group_id"]), ["group_id"], "left")
         .withColumn("scope", F.lit("group"))
     )
     overall = (
         rebalance_stats([])
         .crossJoin(causes([]))
         .crossJoin(member_stats([]))
+        .crossJoin(restart_counts([]))
         .withColumn("scope", F.lit("all"))
         .withColumn("group_id", F.lit(None).cast("string"))
     )
     # A group with members but no rebalance (or the reverse) has zeros, not nulls, for what it counts.
     both = (
         groups.unionByName(overall)
-        .fillna(0, subset=["rebalances", "formations", "expirations", *PROTOCOL_COLUMNS, "no_protocol"])
+        .fillna(0, subset=[*COUNTED, *PROTOCOL_COLUMNS])
         .fillna(0.0, subset=["unowned_partition_seconds", "formation_unowned_partition_seconds"])
         .withColumn("causes", F.coalesce("causes", F.create_map().cast("map<string,bigint>")))
     )
