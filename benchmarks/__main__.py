@@ -350,7 +350,7 @@ def run_durable(run: Run) -> durable.Measured:
     sizes = durable.Sizes(
         seconds=args.seconds, startup_repeats=args.startup_repeats, groups=args.groups,
         members=args.members_per_group, connections=args.connections, records=args.durable_records,
-        recovery_groups=args.durable_groups,
+        recovery_groups=args.durable_groups, heartbeat_runs=1 if args.quick else 2,
     )  # fmt: skip
     return durable.measure(sizes)
 

@@ -214,6 +214,7 @@ class Sizes:
     groups: int = 10
     members: int = 10
     connections: int = 8
+    heartbeat_runs: int = 2
     records: int = 1_000_000
     recovery_groups: int = 10_000
     cache: Path = Path(tempfile.gettempdir()) / "group-broker-recovery-bench"
@@ -276,7 +277,10 @@ def measure(sizes: Sizes) -> Measured:
         print(f"  durable: {name}: memory {memory:,.1f}, data dir {durable:,.1f}", file=sys.stderr, flush=True)
 
     try:
-        memory, durable = heartbeats(None, sizes), heartbeats(work / "hb", sizes)
+        # Best of two, interleaved: one 5 s run moves by 5-10% between two broker processes on this VM, as much as
+        # the bar's margin (0.92x, 1.05x and 1.01x in three runs of the same tree, 2026-12-03).
+        pairs = [(heartbeats(None, sizes), heartbeats(work / f"hb{i}", sizes)) for i in range(sizes.heartbeat_runs)]
+        memory, durable = max(m for m, _ in pairs), max(d for _, d in pairs)
         figure("heartbeats/s", memory, durable, ">= 0.95x", durable >= 0.95 * memory)
         for mode in ("commit", "produce"):
             memory = throughput(mode, None, sizes.seconds)
