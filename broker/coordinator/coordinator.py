@@ -65,12 +65,12 @@ from broker.coordinator.messages import (
     every_partition,
 )
 from broker.coordinator.modern.consumer import describe as consumer_describe
-from broker.coordinator.modern.consumer.durable import consumer_records
 from broker.coordinator.modern.consumer.group import ConsumerGroup
 from broker.coordinator.modern.consumer.groups import ConsumerGroups
 from broker.coordinator.modern.consumer.heartbeat import ConsumerHeartbeatHandler
 from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.consumer.referee import RefereedEventLog
+from broker.coordinator.modern.consumer.restore import consumer_records
 from broker.coordinator.modern.consumer.verbs import ConsumerVerbs
 from broker.coordinator.modern.types import StaticCatalog, TopicCatalog
 from broker.coordinator.offset_store import OffsetStore

@@ -16,8 +16,8 @@ from broker.coordinator.classic import durable as classic_durable
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.groups import ClassicGroups
 from broker.coordinator.classic.sessions import Sessions
-from broker.coordinator.modern.consumer.durable import load_consumer_groups
 from broker.coordinator.modern.consumer.groups import ConsumerGroups
+from broker.coordinator.modern.consumer.restore import load_consumer_groups
 from broker.coordinator.offsets.manager import OffsetManager
 from broker.coordinator.registry import GroupRegistry
 

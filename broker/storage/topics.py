@@ -11,15 +11,23 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.setting import Setting, parse_bool
 
 if TYPE_CHECKING:
-    from broker.storage.durable_topics import (
-        DurableTopics,  # imported where a log is made: settings and the API layer read this module before any exists
-    )
     from broker.storage.partition_log import PartitionLog, StorageBudget
+
+class CatalogRecord(Protocol):
+    """Where the registry tells of a topic made, grown or deleted: ``durable_topics.DurableTopics`` with a data
+    directory (issue 27), which imports this module, hence a protocol here."""
+
+    def created(self, topic: Topic) -> None: ...
+
+    def grown(self, topic: Topic, first: int) -> None: ...
+
+    def deleted(self, topic: Topic) -> None: ...
+
 
 _LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 _MAX_NAME_LENGTH = 249
@@ -285,7 +293,7 @@ class TopicRegistry:
         self.version = 0
         # Issue 27: the topic catalog as ``topics.topic`` changes and each partition's batches in its segments
         # (``storage/durable_topics.py``); None for memory only.
-        self.durable: DurableTopics | None = None
+        self.durable: CatalogRecord | None = None
 
     def on_delete(self, callback: Callable[[Topic], None]) -> None:
         self._on_delete.append(callback)
