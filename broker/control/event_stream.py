@@ -17,12 +17,11 @@ from collections.abc import Callable, Iterable
 from aiohttp import web
 
 from broker.events.hub import EventHub, Record
-from broker.events.names import BROKER_STARTED, BROKER_STOPPED
+from broker.events.names import BROKER_EVENTS
 
 KEEP_ALIVE_S = 15.0
 SSE_QUEUE_LIMIT = 10_000
 _SEQ = re.compile(r"[0-9]{1,19}")  # a Last-Event-ID taken as a sequence number
-BROKER_EVENTS = frozenset({BROKER_STARTED, BROKER_STOPPED})
 _TRUE, _FALSE = frozenset({"true", "1"}), frozenset({"false", "0", ""})
 
 
