@@ -49,6 +49,13 @@ class ApiKey(enum.IntEnum):
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # Minimums follow Kafka 4.0 (KIP-896 removed OffsetCommit v0-1, OffsetFetch v0, Produce v0-2,
@@ -102,6 +109,15 @@ SUPPORTED_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DESCRIBE_CLUSTER: (0, 2),
         ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
         ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+        # KIP-932 share groups, as Kafka 4.2 lists them with share.version=1 (docs/spec/share-groups.md 2.7):
+        # 76/77 v1 only (v0 was 4.0's early access), ShareFetch/ShareAcknowledge v1-2, the offsets admin APIs.
+        ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+        ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+        ApiKey.SHARE_FETCH: (1, 2),
+        ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     }
 )
 

@@ -40,10 +40,10 @@ from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
 # ConfigResource.Type ids and the names Kafka's messages print.
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 _TYPE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
 # DescribeConfigsResponse.ConfigSource.
-TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 # DescribeConfigsResponse.ConfigType.
 _BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
 # AlterConfigOp.OpType.
@@ -207,9 +207,28 @@ def _describe(ctx: ApiContext, resource_type: int, name: str) -> list[_Entry]:
             return []  # the cluster-wide dynamic defaults: none can be set on this broker
         _check_broker_name(ctx, name)
         return _broker_entries(ctx)
+    if resource_type == GROUP:
+        return _group_entries(ctx, name)
     if resource_type == BROKER_LOGGER and name:
         _check_broker_name(ctx, name)
     raise Refused(ErrorCode.invalid_request, f"Unsupported resource type: {_type_name(resource_type)}")
+
+
+def _group_entries(ctx: ApiContext, group_id: str) -> list[_Entry]:
+    """A group id's configs (share groups' ones, docs/spec/share-groups.md 11.2): its own (GROUP_CONFIG) or the
+    broker's setting they fall back to; the group need not exist."""
+    if not group_id:
+        raise Refused(ErrorCode.invalid_request, "Group name can't be empty.")
+    entries: list[_Entry] = []
+    for shown_config in ctx.coordinator.group_configs.shown(group_id):
+        name, value = shown_config.name, shown_config.value
+        broker_name = "group." + name if name.endswith(".ms") else None
+        synonyms: list[tuple[str, str | None, int]] = [] if shown_config.is_default else [(name, value, GROUP_CONFIG)]
+        default = ctx.coordinator.group_configs.defaults()[name]
+        synonyms.append((broker_name or name, default, DEFAULT_CONFIG))
+        kind = _STRING if shown_config.kind == "string" else _INT
+        entries.append((name, value, False, synonyms, kind, shown_config.doc))
+    return entries
 
 
 def _broker_values(ctx: ApiContext) -> dict[str, str]:
@@ -372,9 +391,12 @@ def _alter(ctx: ApiContext, call: Call, body: Any, api: ApiKey, change: _Change)
     responses = []
     for resource, error, message, configs in planned:
         if configs is not None and not body.validate_only:
-            topic = ctx.topics.get(resource.resource_name)
-            if topic is not None:
-                topic.replace_configs(configs)
+            if resource.resource_type == GROUP:
+                ctx.coordinator.group_configs.replace(resource.resource_name, configs)
+            else:
+                topic = ctx.topics.get(resource.resource_name)
+                if topic is not None:
+                    topic.replace_configs(configs)
         responses.append(
             build(
                 response_cls,
@@ -400,6 +422,8 @@ def _plan(ctx: ApiContext, resource: Any, change: _Change) -> dict[str, str] | N
         except InvalidConfig as bad:
             raise Refused(ErrorCode.invalid_config, str(bad)) from None
         return configs
+    if kind == GROUP:
+        return _plan_group(ctx, resource, incremental=change is _apply_operations)
     if kind == BROKER:
         if name:
             _check_broker_name(ctx, name)
@@ -415,6 +439,36 @@ def _plan(ctx: ApiContext, resource: Any, change: _Change) -> dict[str, str] | N
         ErrorCode.invalid_request,
         f"AlterConfigs is only supported for topics and brokers, but resource type is {_type_name(kind)}",
     )
+
+
+def _plan_group(ctx: ApiContext, resource: Any, *, incremental: bool) -> dict[str, str]:
+    """A group's new overrides: SET and DELETE (no group config is a LIST), checked as GroupConfig.validate."""
+    if not resource.resource_name:
+        raise Refused(ErrorCode.invalid_request, "Group name can't be empty.")
+    configs = ctx.coordinator.group_configs
+    result = configs.own(resource.resource_name) if incremental else {}
+    asked: dict[str, str | None] = {}
+    for config in resource.configs:
+        op = config.config_operation if incremental else SET
+        if op == DELETE:
+            result.pop(config.name, None)
+            asked[config.name] = None
+        elif op == SET:
+            if config.value is None:
+                raise Refused(ErrorCode.invalid_request, f"Null value not supported for : {shown(config.name)}")
+            result[config.name] = config.value
+            asked[config.name] = config.value
+        elif op in (APPEND, SUBTRACT):
+            raise Refused(
+                ErrorCode.invalid_config, f"Can't {_OP_NAMES[op]} to key {config.name} because its type is not LIST."
+            )
+        else:
+            raise Refused(ErrorCode.invalid_request, f"Unknown alter config operation type {op}")
+    try:
+        configs.check(asked)
+    except ValueError as bad:
+        raise Refused(ErrorCode.invalid_config, str(bad)) from None
+    return result
 
 
 def _describe_configs_error(version: int, body: Any, error: ErrorCode) -> Any:

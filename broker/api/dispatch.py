@@ -55,6 +55,13 @@ FAMILIES: dict[int, str] = {
     ApiKey.DELETE_GROUPS: "groups",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "consumer_groups",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "consumer_groups",
+    ApiKey.SHARE_GROUP_HEARTBEAT: "share_groups",
+    ApiKey.SHARE_GROUP_DESCRIBE: "share_groups",
+    ApiKey.SHARE_FETCH: "share_fetch",
+    ApiKey.SHARE_ACKNOWLEDGE: "share_fetch",
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: "share_admin",
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: "share_admin",
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: "share_admin",
 }
 # The modules the broker loads with its state (broker/server/broker.py STATE_MODULES).
 FAMILY_MODULES = frozenset(f"broker.api.{module}" for module in FAMILIES.values())

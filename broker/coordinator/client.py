@@ -13,6 +13,9 @@ class Client:
 
     client_id: str = ""
     host: str = "/127.0.0.1"  # rendered like Java's InetAddress.toString()
+    # The connection it came on, numbered by the server: a share session ends with the connection that opened it
+    # (KIP-932, docs/spec/share-groups.md section 7). 0 for a request made without one.
+    connection: int = 0
 
 
 #: The client of a request built without one (tests, the control API's verbs).

@@ -93,6 +93,67 @@ class GroupConfig:
         kafka="group.consumer.assignors", from_toml_shape=names_from_toml,
     ).field()
 
+    # KIP-932 share groups (docs/spec/share-groups.md section 11; Kafka's GroupCoordinatorConfig and
+    # ShareGroupConfig). The client sets none of them, so tests lower them here or per group (share.* group configs).
+    share_session_timeout_ms: int = Setting(
+        "group_share_session_timeout_ms", 45_000, int,
+        "session timeout of share-group members (within its min and max, above the heartbeat interval)",
+        kafka="group.share.session.timeout.ms",
+    ).field()
+    share_min_session_timeout_ms: int = Setting(
+        "group_share_min_session_timeout_ms", 45_000, int, "lowest share-group session timeout (group configs too)",
+        kafka="group.share.min.session.timeout.ms",
+    ).field()
+    share_max_session_timeout_ms: int = Setting(
+        "group_share_max_session_timeout_ms", 60_000, int, "highest share-group session timeout (group configs too)",
+        kafka="group.share.max.session.timeout.ms",
+    ).field()
+    share_heartbeat_interval_ms: int = Setting(
+        "group_share_heartbeat_interval_ms", 5_000, int,
+        "heartbeat interval the broker gives share-group members (within its min and max)",
+        kafka="group.share.heartbeat.interval.ms",
+    ).field()
+    share_min_heartbeat_interval_ms: int = Setting(
+        "group_share_min_heartbeat_interval_ms", 5_000, int, "lowest share-group heartbeat interval",
+        kafka="group.share.min.heartbeat.interval.ms",
+    ).field()
+    share_max_heartbeat_interval_ms: int = Setting(
+        "group_share_max_heartbeat_interval_ms", 15_000, int, "highest share-group heartbeat interval",
+        kafka="group.share.max.heartbeat.interval.ms",
+    ).field()
+    share_max_size: int = Setting(
+        "group_share_max_size", 200, int, "most members a share group may have (1-1000)",
+        kafka="group.share.max.size",
+    ).field()
+    share_record_lock_duration_ms: int = Setting(
+        "group_share_record_lock_duration_ms", 30_000, int,
+        "how long a share consumer holds the records it fetched before they are redelivered (within its min and max)",
+        kafka="group.share.record.lock.duration.ms",
+    ).field()
+    share_min_record_lock_duration_ms: int = Setting(
+        "group_share_min_record_lock_duration_ms", 15_000, int,
+        "lowest record lock duration (share.record.lock.duration.ms group configs too; at least 1000)",
+        kafka="group.share.min.record.lock.duration.ms",
+    ).field()
+    share_max_record_lock_duration_ms: int = Setting(
+        "group_share_max_record_lock_duration_ms", 60_000, int, "highest record lock duration (at most 3600000)",
+        kafka="group.share.max.record.lock.duration.ms",
+    ).field()
+    share_delivery_count_limit: int = Setting(
+        "group_share_delivery_count_limit", 5, int,
+        "deliveries of a share-group record before it is archived instead of redelivered (2-10)",
+        kafka="group.share.delivery.count.limit",
+    ).field()
+    share_partition_max_record_locks: int = Setting(
+        "group_share_partition_max_record_locks", 2000, int,
+        "most in-flight records of one share-partition (100-10000)",
+        kafka="group.share.partition.max.record.locks",
+    ).field()
+    share_max_share_sessions: int = Setting(
+        "group_share_max_share_sessions", 2000, int, "most share sessions this broker keeps",
+        kafka="group.share.max.share.sessions",
+    ).field()
+
     def __post_init__(self) -> None:
         if self.max_size < 1:
             raise ValueError("group.max.size must be at least 1")
@@ -101,6 +162,7 @@ class GroupConfig:
         if self.initial_rebalance_delay_ms < 0:
             raise ValueError("group.initial.rebalance.delay.ms must not be negative")
         self._check_consumer_settings()
+        self._check_share_settings()
 
     def _check_consumer_settings(self) -> None:
         """GroupCoordinatorConfig's checks of the consumer-group settings (test item 71: a bad value refuses start)."""
@@ -143,6 +205,35 @@ class GroupConfig:
             raise ValueError("group.consumer.max.size must be at least 1")
         if not self.consumer_assignors or set(self.consumer_assignors) - {"uniform", "range"}:
             raise ValueError("group.consumer.assignors must list assignors among: uniform, range")
+
+    def _check_share_settings(self) -> None:
+        """GroupCoordinatorConfig's and ShareGroupConfig's checks of the share-group settings (a bad value refuses
+        the start, as Kafka's broker does)."""
+        between = (
+            ("group.share.session.timeout.ms", self.share_min_session_timeout_ms, self.share_session_timeout_ms,
+             self.share_max_session_timeout_ms),
+            ("group.share.heartbeat.interval.ms", self.share_min_heartbeat_interval_ms,
+             self.share_heartbeat_interval_ms, self.share_max_heartbeat_interval_ms),
+            ("group.share.record.lock.duration.ms", self.share_min_record_lock_duration_ms,
+             self.share_record_lock_duration_ms, self.share_max_record_lock_duration_ms),
+        )  # fmt: skip
+        for name, low, value, high in between:
+            if low < 1 or not low <= value <= high:
+                prefix = name.rsplit(".", 2)[0]
+                raise ValueError(f"{name} must lie within {prefix}.min.* and {prefix}.max.* (got {value})")
+        if self.share_heartbeat_interval_ms >= self.share_session_timeout_ms:
+            raise ValueError("group.share.heartbeat.interval.ms must be lower than group.share.session.timeout.ms")
+        if not (self.share_min_record_lock_duration_ms >= 1000 and self.share_max_record_lock_duration_ms <= 3_600_000):
+            raise ValueError("group.share record lock durations must lie within 1000 and 3600000")
+        bounded = (
+            ("group.share.max.size", self.share_max_size, 1, 1000),
+            ("group.share.delivery.count.limit", self.share_delivery_count_limit, 2, 10),
+            ("group.share.partition.max.record.locks", self.share_partition_max_record_locks, 100, 10_000),
+            ("group.share.max.share.sessions", self.share_max_share_sessions, 1, 2**31 - 1),
+        )
+        for name, value, low, high in bounded:
+            if not low <= value <= high:
+                raise ValueError(f"{name} must lie within {low} and {high} (got {value})")
 
     @property
     def consumer_protocol_enabled(self) -> bool:

@@ -20,7 +20,6 @@ import base64
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
@@ -41,7 +40,7 @@ from broker.coordinator.classic.state import DEAD, EMPTY, PREPARING
 from broker.coordinator.classic.sync import SyncHandler
 from broker.coordinator.classic.verbs import ClassicVerbs
 from broker.coordinator.config import GroupConfig
-from broker.coordinator.group import GroupKeeper
+from broker.coordinator.group_configs import GroupConfigs
 from broker.coordinator.group_type import GroupType
 from broker.coordinator.lag import LogEndOffset, PartitionOffsets, group_offsets
 from broker.coordinator.messages import (
@@ -71,20 +70,14 @@ from broker.coordinator.modern.consumer.heartbeat import ConsumerHeartbeatHandle
 from broker.coordinator.modern.consumer.member import ConsumerMember
 from broker.coordinator.modern.consumer.referee import RefereedEventLog
 from broker.coordinator.modern.consumer.restore import consumer_records
-from broker.coordinator.modern.consumer.verbs import ConsumerVerbs
+from broker.coordinator.modern.share.service import ShareCoordinator
 from broker.coordinator.modern.types import StaticCatalog, TopicCatalog
 from broker.coordinator.offset_store import OffsetStore
 from broker.coordinator.offsets.manager import OffsetManager, rejected_commit
 from broker.coordinator.registry import GroupRegistry, WrongGroupType
+from broker.coordinator.type_table import TypeHandlers, type_handlers
 from broker.coordinator.verb_errors import Conflict, UnknownTarget
-from broker.coordinator.views import (
-    GroupDetail,
-    GroupSummary,
-    consumer_detail,
-    detail,
-    summarize,
-    summarize_consumer,
-)
+from broker.coordinator.views import GroupDetail, GroupSummary
 from broker.events.hub import GroupEvents, LoggedEvents
 from broker.timing.clock import Clock, SystemClock
 from broker.timing.deferred import Deferred
@@ -149,8 +142,19 @@ class GroupCoordinator:
         self._steady_beats_served = config.consumer_protocol_enabled
         self._steady = self._consumer_heartbeats.steady
         self.consumer_groups: dict[str, ConsumerGroup] = consumer.groups  # every consumer group by id
-        self._offsets = OffsetManager(classic, {GroupType.CLASSIC: classic, GroupType.CONSUMER: consumer})
-        self._types = self._type_handlers(ClassicVerbs(classic, rebalancer, sessions, joins, new_member_uuid))
+        # KIP-932 share groups: their group side and their share-partitions (modern/share/service.py).
+        self.group_configs = GroupConfigs(config, changes)
+        self.share = ShareCoordinator(
+            config, self.group_configs, self.clock, self.purgatory, self.topics, self.events, self.log, registry,
+            changes=changes,
+        )  # fmt: skip
+        self._offsets = OffsetManager(
+            classic, {GroupType.CLASSIC: classic, GroupType.CONSUMER: consumer, GroupType.SHARE: self.share.groups}
+        )
+        self._types = type_handlers(
+            registry, classic, ClassicVerbs(classic, rebalancer, sessions, joins, new_member_uuid), consumer,
+            self.share, lambda: self.config, self.topics, self.log,
+        )  # fmt: skip
         self.groups: dict[str, ClassicGroup] = (
             classic.groups
         )  # every classic group by id: the Heartbeat hot path reads it
@@ -159,7 +163,7 @@ class GroupCoordinator:
     @property
     def failed_operations(self) -> int:
         """Operations that raised and were failed (``ClassicGroups.fail``): each one is a coordinator bug."""
-        return self._classic.failures + self._consumer.failures
+        return self._classic.failures + self._consumer.failures + self.share.failures
 
     def group_type(self, group_id: str) -> GroupType | None:
         """The type of a live group, None for an unknown one: group ids are one namespace."""
@@ -175,6 +179,7 @@ class GroupCoordinator:
     def config(self, config: GroupConfig) -> None:
         self._classic.config = config
         self._consumer.config = config
+        self.share.config = config
         self._steady_beats_served = self.active and config.consumer_protocol_enabled
 
     # -- membership (sections 7-10) ---------------------------------------------------------------------
@@ -186,6 +191,8 @@ class GroupCoordinator:
     def join(self, request: JoinRequest) -> Deferred[JoinResult]:
         if not self.active:
             return _answered(JoinResult(E.coordinator_not_available, request.member_id))
+        if request.group_id in self._registry.share_groups:  # "Group X is not a classic group." (share-groups 2.6)
+            return _answered(JoinResult(E.group_id_not_found, request.member_id))
         consumer_group = self._consumer.get(request.group_id)
         if consumer_group is not None:
             # Section 9.4. A non-empty consumer group takes no classic-protocol member: online migration (10.3)
@@ -202,6 +209,8 @@ class GroupCoordinator:
     def sync(self, request: SyncRequest) -> Deferred[SyncResult]:
         if not self.active:
             return _answered(SyncResult(E.coordinator_not_available))
+        if request.group_id in self._registry.share_groups:
+            return _answered(SyncResult(E.group_id_not_found))
         try:
             return self._syncs.sync(request)
         except Exception as error:
@@ -218,7 +227,7 @@ class GroupCoordinator:
             return E.invalid_group_id
         group = self.groups.get(group_id)
         if group is None:
-            return E.unknown_member_id
+            return E.group_id_not_found if group_id in self._registry.share_groups else E.unknown_member_id
         state = group.state
         if state is DEAD:
             return E.coordinator_not_available
@@ -242,6 +251,8 @@ class GroupCoordinator:
             return LeaveResult(E.coordinator_not_available)
         if group_id in self._consumer.groups:
             return self._consumer_leave(group_id, leaving)
+        if group_id in self._registry.share_groups:
+            return LeaveResult(E.group_id_not_found)
         try:
             return self._leaves.leave(group_id, leaving)
         except Exception as error:
@@ -420,51 +431,7 @@ class GroupCoordinator:
     # Every group type, told apart by ``GroupSummary.group_type``; each type's views and verbs are its row of
     # ``_types`` (a classic group's verbs are ``classic/verbs.py``, a consumer group's ``modern/consumer/verbs.py``).
 
-    def _type_handlers(self, classic_verbs: ClassicVerbs) -> dict[GroupType, _TypeHandlers]:
-        registry, classic, consumer = self._registry, self._classic, self._consumer
-        consumer_verbs = ConsumerVerbs(consumer)
-
-        def consumer_summary(group_id: str) -> GroupSummary:
-            return summarize_consumer(registry.consumer(group_id), self.config.consumer_assignors[0])
-
-        def consumer_group_detail(group_id: str) -> GroupDetail:
-            config = self.config
-            return consumer_detail(
-                registry.consumer(group_id),
-                self.topics,
-                config.consumer_assignors[0],
-                config.consumer_session_timeout_ms,
-            )
-
-        def consumer_failed(group_id: str, operation: str, error: Exception) -> None:
-            # Nothing of a consumer group is parked, so it is not restarted: the failure is counted and logged, as a
-            # failed ConsumerGroupHeartbeat is.
-            consumer.failures += 1
-            self.log.exception(f"{operation} failed", group_id=group_id)
-
-        return {
-            GroupType.CLASSIC: _TypeHandlers(
-                classic,
-                lambda group_id: summarize(registry.classic(group_id)),
-                lambda group_id: detail(registry.classic(group_id)),
-                # Looked up at each call, not bound here: a verb replaced at run time (a test's) is the one run.
-                lambda group_id, member_id: classic_verbs.kick(group_id, member_id),
-                lambda group_id, instance_id: classic_verbs.fence(group_id, instance_id),
-                lambda group_id: classic_verbs.force_rebalance(group_id),
-                classic.fail,
-            ),
-            GroupType.CONSUMER: _TypeHandlers(
-                consumer,
-                consumer_summary,
-                consumer_group_detail,
-                lambda group_id, member_id: consumer_verbs.kick(group_id, member_id),
-                lambda group_id, instance_id: (consumer_verbs.fence(group_id, instance_id), None),
-                lambda group_id: consumer_verbs.force_rebalance(group_id),
-                consumer_failed,
-            ),
-        }
-
-    def _handlers_of(self, group_id: str) -> _TypeHandlers:
+    def _handlers_of(self, group_id: str) -> TypeHandlers:
         """The group's row; an unknown group's is the classic one, whose verbs answer UnknownTarget."""
         return self._types[self._registry.type_of(group_id) or GroupType.CLASSIC]
 
@@ -508,7 +475,7 @@ class GroupCoordinator:
             handlers.force_rebalance(group_id)
 
     @contextmanager
-    def _failing_verb(self, handlers: _TypeHandlers, group_id: str, operation: str) -> Iterator[None]:
+    def _failing_verb(self, handlers: TypeHandlers, group_id: str, operation: str) -> Iterator[None]:
         """A verb that raises unexpectedly fails its group (its type's ``failed``), then still raises: the control
         API reports it."""
         try:
@@ -527,6 +494,7 @@ class GroupCoordinator:
         self._steady_beats_served = False
         self._classic.unload_all()
         self._consumer.unload_all()
+        self.share.shutdown()
         self._offsets.clear()
 
     # -- durable state (issue 27, cluster-and-durability.md 2.3 and 3.1) --------------------------------------
@@ -535,25 +503,17 @@ class GroupCoordinator:
         """What the groups and offsets hold, as the records a data directory keeps of them."""
         yield from classic_durable.group_records(self._classic.groups.values(), self._classic.stored.__contains__)
         yield from consumer_records(self._consumer)
+        yield from self.share.durable_records()
+        yield from self.group_configs.durable_records()
         yield from self._registry.offsets.durable_records()
         yield from self._offsets.transactional.durable_records()
 
     def load(self, changes: Iterable[Change]) -> None:
         """Kafka's replay and onLoaded (``replay.py``): run once, on a fresh coordinator, before the first request."""
+        changes = list(changes)
+        self.group_configs.load(changes)
+        self.share.load(changes)
         replay.load(self._registry, self._classic, self._sessions, self._consumer, self._offsets, changes)
-
-
-@dataclass(frozen=True, slots=True)
-class _TypeHandlers:
-    """One group type's row of the dispatch table: its groups, its control-API views and verbs (by group id)."""
-
-    keeper: GroupKeeper
-    summary: Callable[[str], GroupSummary]
-    detail: Callable[[str], GroupDetail]
-    kick: Callable[[str, str], None]
-    fence: Callable[[str, str], tuple[str, str | None]]
-    force_rebalance: Callable[[str], None]
-    failed: Callable[[str, str, Exception], None]
 
 
 def random_uuid() -> str:

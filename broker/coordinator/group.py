@@ -39,6 +39,8 @@ class OffsetExpiration:
 
 class Group(Protocol):
     group_id: str
+    # Never deleted for having no committed offsets left (a share group: its progress is not committed offsets).
+    kept_without_offsets: bool
 
     @property
     def group_type(self) -> GroupType: ...

@@ -1,5 +1,5 @@
 """The kinds of group one coordinator keeps (Kafka's ``Group.GroupType``): nothing but the enum, so that the CLI and
-the server's event tally may import it on their fast paths. Share groups (KIP-932) will add SHARE."""
+the server's event tally may import it on their fast paths. SHARE is KIP-932's share groups."""
 
 from __future__ import annotations
 
@@ -13,3 +13,4 @@ class GroupType(StrEnum):
 
     CLASSIC = "classic"
     CONSUMER = "consumer"
+    SHARE = "share"

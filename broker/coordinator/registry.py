@@ -1,6 +1,6 @@
 """Every group of one coordinator, whatever its type, in one map (Kafka's ``GroupMetadataManager.groups``).
 
-Group ids are one namespace: a consumer group and a classic group never share an id. ``ClassicGroups`` and
+Group ids are one namespace: a classic, a consumer and a share group never share an id. ``ClassicGroups`` and
 ``ConsumerGroups`` create into and delete from this registry; the typed indexes ``classic_groups`` and
 ``consumer_groups`` are the same groups by type, kept for the hot paths (one dict get, no type test) and for the
 type's own handlers, in creation order.
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from broker.coordinator.classic.group import ClassicGroup
     from broker.coordinator.group import Group
     from broker.coordinator.modern.consumer.group import ConsumerGroup
+    from broker.coordinator.modern.share.group import ShareGroup
 
 __all__ = ["GroupRegistry", "WrongGroupType"]
 
@@ -33,9 +34,11 @@ class GroupRegistry:
         self.groups: dict[str, Group] = {}
         self.classic_groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.share_groups: dict[str, ShareGroup] = {}
         self._by_type: dict[GroupType, dict[str, Group]] = {
             GroupType.CLASSIC: self.classic_groups,  # type: ignore[dict-item]
             GroupType.CONSUMER: self.consumer_groups,  # type: ignore[dict-item]
+            GroupType.SHARE: self.share_groups,  # type: ignore[dict-item]
         }
 
     def of_type(self, group_type: GroupType) -> Mapping[str, Group]:
@@ -66,6 +69,12 @@ class GroupRegistry:
             raise WrongGroupType(self._not_a(group_id, GroupType.CONSUMER))
         return group
 
+    def share(self, group_id: str) -> ShareGroup:
+        group = self.share_groups.get(group_id)
+        if group is None:
+            raise WrongGroupType(self._not_a(group_id, GroupType.SHARE))
+        return group
+
     def _not_a(self, group_id: str, wanted: GroupType) -> str:
         if self.live(group_id) is not None:
             return f"Group {group_id} is not a {wanted} group."
@@ -78,6 +87,10 @@ class GroupRegistry:
     def add_consumer(self, group: ConsumerGroup) -> None:
         self._add(group)
         self.consumer_groups[group.group_id] = group
+
+    def add_share(self, group: ShareGroup) -> None:
+        self._add(group)
+        self.share_groups[group.group_id] = group
 
     def _add(self, group: Group) -> None:
         if group.group_id in self.groups:

@@ -62,6 +62,30 @@ DISTURBANCE_EVENTS = frozenset({FAULT_RULE_ADDED, FAULT_RULE_REMOVED, CHAOS_ACTI
 BROKER_STARTED = "broker_started"
 BROKER_STOPPED = "broker_stopped"
 BROKER_EVENTS = frozenset({BROKER_STARTED, BROKER_STOPPED})
+# Added within version 2 (issue 28): KIP-932 share groups (docs/events.md, "Share groups"). Their group events
+# (group_created, state_changed, group_epoch_bumped, member_left, ...) are the consumer groups' with group_type
+# "share"; these are their own: a member's join and the records' life (acquired under a lock, acknowledged, released
+# with its cause, archived) and the share sessions.
+SHARE_MEMBER_JOINED = "share_member_joined"
+RECORDS_ACQUIRED = "records_acquired"
+RECORDS_ACKNOWLEDGED = "records_acknowledged"
+RECORDS_RELEASED = "records_released"
+RECORDS_ARCHIVED = "records_archived"
+SHARE_SESSION_OPENED = "share_session_opened"
+SHARE_SESSION_CLOSED = "share_session_closed"
+#: records_released's ``cause``.
+RELEASE_CAUSES = ("release", "lock_expired", "session_closed")
+SHARE_EVENTS = frozenset(
+    {
+        SHARE_MEMBER_JOINED,
+        RECORDS_ACQUIRED,
+        RECORDS_ACKNOWLEDGED,
+        RECORDS_RELEASED,
+        RECORDS_ARCHIVED,
+        SHARE_SESSION_OPENED,
+        SHARE_SESSION_CLOSED,
+    }
+)
 
 #: Every event of this format version. A reader counts others as unknown and skips them: a broker may add events
 #: within a version.
@@ -90,6 +114,7 @@ EVENTS = frozenset(
         MEMBER_RECONCILED,
         *TRANSACTION_EVENTS,
         *DISTURBANCE_EVENTS,
+        *SHARE_EVENTS,
     }
 )
 
@@ -111,4 +136,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     FAULT_RULE_ADDED: ("rule_id", "action"),
     FAULT_RULE_REMOVED: ("rule_id",),
     CHAOS_ACTION: ("action",),
+    SHARE_MEMBER_JOINED: ("member_id",),
+    RECORDS_ACQUIRED: ("member_id", "topic", "partition", "ranges"),
+    RECORDS_RELEASED: ("topic", "partition", "cause", "offsets"),
+    RECORDS_ARCHIVED: ("topic", "partition", "offsets"),
 }

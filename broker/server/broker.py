@@ -36,11 +36,14 @@ from broker.timing.purgatory import Purgatory
 from broker.transactions.producer_ids import ProducerIds
 
 if TYPE_CHECKING:
+    import uuid
+
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.server.durable import DurableState
     from broker.server.event_tally import EventTally
     from broker.server.host import OpenConnection
     from broker.storage.delayed_fetch import DelayedFetches
+    from broker.storage.partition_log import PartitionLog
     from broker.storage.topics import Topic, TopicRegistry
     from broker.transactions.coordinator import TransactionCoordinator
     from broker.transactions.messages import Completion
@@ -118,6 +121,11 @@ class Listener:
         self.name = name
         self.port = 0
         self.api: ApiContext
+
+
+def _log_of(topics: TopicRegistry, topic_id: uuid.UUID, partition: int) -> PartitionLog | None:
+    topic = topics.by_id(topic_id)
+    return None if topic is None else topic.log(partition)
 
 
 class _Pending:
@@ -240,6 +248,10 @@ class BrokerServer:
         )
         topics.on_delete(self._topic_deleted)
         self.fetches = DelayedFetches(self.purgatory)
+        # Share groups read the partition logs and wake their parked ShareFetches on new data (KIP-932).
+        share = self.coordinator.share
+        share.wire_logs(lambda topic_id, partition: _log_of(topics, topic_id, partition))
+        self.fetches.listeners.append(share.data_appended)
         self.transactions = TransactionCoordinator(
             self.clock,
             self.purgatory,
@@ -441,6 +453,7 @@ class BrokerServer:
 
     def _topic_deleted(self, topic: Topic) -> None:
         self.coordinator.on_topic_deleted(topic.name)
+        self.coordinator.share.topic_deleted(topic.topic_id)
         log.info("topic deleted", topic=topic.name, topic_id=str(topic.topic_id))
 
     def _schedule_retention(self) -> None:
@@ -487,6 +500,8 @@ class BrokerServer:
 
     def connection_lost(self, connection: OpenConnection) -> None:
         self.connections.discard(connection)
+        if self._loaded:
+            self.coordinator.share.connection_closed(connection.connection_id)  # its share sessions end at once
         self.connection_closed()
 
     def connection_closed(self) -> None:

@@ -48,6 +48,10 @@ class Connection(asyncio.Protocol):
         return self.pipeline.peer
 
     @property
+    def connection_id(self) -> int:
+        return self.pipeline.connection_id
+
+    @property
     def reading(self) -> bool:
         """Whether the connection reads requests (flow control pauses it, either side)."""
         return not self._reading_paused and self.pipeline.state is not _CLOSED

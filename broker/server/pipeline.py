@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import itertools
 import struct
 from collections.abc import Callable
 from functools import partial
@@ -100,6 +101,9 @@ class PipelineIO(Protocol):
     def call_later(self, seconds: float, callback: Callable[[], None]) -> None: ...
 
 
+_CONNECTION_IDS = itertools.count(1)
+
+
 def _nowhere(data: bytes) -> None:
     """Where answers would go before ``connected``: nothing is received before then, so nothing is answered."""
 
@@ -126,7 +130,8 @@ class RequestPipeline:
         self.peer = "unknown"
         self._client_id = ""
         self._client_id_raw = b""  # as the fast paths read it
-        self._client = Client("", "/unknown")
+        self.connection_id = next(_CONNECTION_IDS)
+        self._client = Client("", "/unknown", self.connection_id)
         # Answers written during one pass over the queue go out in one write: one syscall, not one per request.
         self._out: list[bytes] = []
         self._out_bytes = 0  # in _out, fast-path answers left out: tiny, and no more of them than one read brought
@@ -145,7 +150,7 @@ class RequestPipeline:
         ``write`` sends answers to it, in order (the transport's own: one call, not two, per pass)."""
         self.peer = peer
         self._write = write
-        self._client = Client(self._client_id, f"/{host}")
+        self._client = Client(self._client_id, f"/{host}", self.connection_id)
 
     # -- input -----------------------------------------------------------------------------------------------
 
@@ -404,7 +409,7 @@ class RequestPipeline:
     def _set_client_id(self, client_id: str) -> None:
         if client_id != self._client_id:
             self._client_id = client_id
-            self._client = Client(client_id, self._client.host)
+            self._client = Client(client_id, self._client.host, self.connection_id)
 
     def _note_client_id(self, frame: bytes) -> None:
         """Best effort, for the log line of a request that did not decode."""

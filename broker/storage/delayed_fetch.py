@@ -65,6 +65,8 @@ class DelayedFetches:
         self._purgatory = purgatory
         self._watching: dict[int, set[_Waiter[object]]] = {}  # id(PartitionLog) -> parked fetches
         self._ids = itertools.count()
+        # Told of every append (and moved LSO) too: the share groups' parked ShareFetches (KIP-932).
+        self.listeners: list[Callable[[PartitionLog], None]] = []
 
     def park(
         self,
@@ -82,6 +84,8 @@ class DelayedFetches:
 
     def appended(self, log: PartitionLog) -> None:
         """New data in ``log``: complete the fetches that now have enough."""
+        for listener in self.listeners:
+            listener(log)
         waiters = self._watching.get(id(log))
         if not waiters:
             return

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import collections
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -65,6 +65,19 @@ class StoredBatch:
     @property
     def max_timestamp(self) -> int:
         return self.header.max_timestamp
+
+    # What a share-partition asks of a batch (coordinator/modern/share/partition.py ``LoggedBatch``).
+    @property
+    def is_control(self) -> bool:
+        return self.header.is_control
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.header.is_transactional
+
+    @property
+    def producer_id(self) -> int:
+        return self.header.producer_id
 
 
 @dataclass(slots=True, frozen=True)
@@ -234,6 +247,13 @@ class PartitionLog:
             chunks.append(stored.data)
             total += size
         return b"".join(chunks)
+
+    def batches_from(self, offset: int) -> Iterator[StoredBatch]:
+        """The stored batches from the one holding ``offset`` on (a share-partition's acquisition, section 6.4 of
+        docs/spec/share-groups.md)."""
+        batches = self._batches
+        for index in range(self._index_of(offset), len(batches)):
+            yield batches[index]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is at least ``timestamp``."""

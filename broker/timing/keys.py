@@ -67,3 +67,19 @@ def txn_completion_key(transactional_id: str) -> tuple[str, str]:
 
 #: ``--fsync interval``: the next fsync of what the data directory wrote since the last one (issue 27).
 DATA_DIR_FSYNC = ("data-dir-fsync",)
+
+
+def share_session_key(group_id: str, member_id: str) -> HeartbeatKey:
+    """A share-group member's session (KIP-932: GroupMetadataManager's ``share-group-session-timeout``)."""
+    return ("share-session", group_id, member_id)
+
+
+def share_lock_key(acquisition: int) -> tuple[str, int]:
+    """The acquisition lock of the records one ShareFetch acquired (SharePartition's acquisition lock timer);
+    acquisitions are numbered as they are made."""
+    return ("share-lock", acquisition)
+
+
+def share_fetch_key(fetch_number: int) -> tuple[str, int]:
+    """A parked ShareFetch's MaxWaitMs (DelayedShareFetch)."""
+    return ("share-fetch", fetch_number)

@@ -46,7 +46,7 @@ def test_group_ids_are_one_namespace_and_typed_getters_say_what_a_group_is_not()
 
 
 def test_group_type_is_the_wire_and_json_name() -> None:
-    assert [str(t) for t in GroupType] == ["classic", "consumer"]
+    assert [str(t) for t in GroupType] == ["classic", "consumer", "share"]
     assert GroupType.CONSUMER == "consumer" and "classic" in {GroupType.CLASSIC}
 
 

@@ -53,6 +53,7 @@ class MemberError(Exception):
 
 class ClassicGroup:
     group_type = GroupType.CLASSIC
+    kept_without_offsets = False
 
     def __init__(self, group_id: str, now_ms: int, store: OffsetStore | None = None) -> None:
         self.group_id = group_id

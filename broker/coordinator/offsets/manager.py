@@ -192,6 +192,7 @@ class OffsetManager:
         group_id = group.group_id
         if (
             group.is_empty()
+            and not group.kept_without_offsets
             and not self._store.has_any(group_id)
             and not self.transactional.has_open_transactions(group_id)
         ):

@@ -29,6 +29,7 @@ SubscriptionMetadata = dict[str, tuple[TopicId, int]]
 
 class ConsumerGroup:
     group_type = GroupType.CONSUMER
+    kept_without_offsets = False
 
     def __init__(self, group_id: str, now_ms: int, store: OffsetStore | None = None) -> None:
         self.group_id = group_id

@@ -142,7 +142,7 @@ class ConsumerHeartbeatHandler:
         group_id = request.group_id
         group = self._groups.get(group_id)
         if group is None:
-            if self._classic.live(group_id) is not None:
+            if self._classic.live(group_id) is not None or group_id in self._groups.registry.share_groups:
                 raise HeartbeatError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
             raise HeartbeatError(E.group_id_not_found, f"Group {group_id} not found.")
         instance_id = request.instance_id
@@ -257,6 +257,8 @@ class ConsumerHeartbeatHandler:
         if group is not None:
             return group, False
         create = request.member_epoch == 0
+        if group_id in self._groups.registry.share_groups:  # one namespace (share-groups.md 2.6)
+            raise HeartbeatError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
         classic = self._classic.live(group_id)
         if classic is not None:
             if not create:

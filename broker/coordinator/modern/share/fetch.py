@@ -1,0 +1,344 @@
+"""ShareFetch (78) and ShareAcknowledge (79) past their wire form: share sessions, piggy-backed acknowledgements,
+acquisition and long polling (KafkaApis ``handleShareFetchRequest``/``handleShareAcknowledgeRequest``,
+SharePartitionManager ``fetchMessages``/``acknowledge``, DelayedShareFetch; sections 7-9 of
+``docs/spec/share-groups.md``).
+
+Order, as Kafka's: the member id, the v2 renew rules, the session (a session error is the top-level ErrorCode of an
+otherwise empty answer), the acknowledgements of every partition that carried them (each answered in its
+AcknowledgeErrorCode, applied before fetching so that a RELEASEd record may come back in the same answer), then
+acquisition over the session's partitions from a rotating start, MaxRecords for the whole request. When nothing
+could be acquired and MaxWaitMs allows, the answer waits (a ``Deferred``) until one of its partitions has
+acquirable records or the wait is over; the acquisition happens when it completes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.modern.share.events import ShareEventLog
+from broker.coordinator.modern.share.messages import (
+    FetchedPartition,
+    PartitionAcks,
+    ShareAcknowledgeRequest,
+    ShareAnswer,
+    ShareFetchRequest,
+)
+from broker.coordinator.modern.share.partition import AcknowledgeType, ShareLog, validate_batches
+from broker.coordinator.modern.share.partitions import SharePartitions
+from broker.coordinator.modern.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions, next_epoch
+from broker.coordinator.modern.types import TopicCatalog, TopicId
+from broker.timing.deferred import Deferred
+from broker.timing.keys import share_fetch_key
+from broker.timing.purgatory import Purgatory
+
+__all__ = ["LogOf", "ShareFetcher"]
+
+E = ErrorCode
+LogOf = Callable[[TopicId, int], ShareLog | None]
+
+
+@dataclass(slots=True)
+class _Resolved:
+    """One requested partition: its log or why it has none."""
+
+    topic_id: TopicId
+    partition: int
+    log: ShareLog | None
+    error: ErrorCode
+
+
+class ShareFetcher:
+    def __init__(
+        self,
+        partitions: SharePartitions,
+        sessions: ShareSessions,
+        topics: TopicCatalog,
+        purgatory: Purgatory,
+        events: ShareEventLog,
+    ) -> None:
+        self.partitions = partitions
+        self.sessions = sessions
+        self.topics = topics
+        self.purgatory = purgatory
+        self.events = events
+        self.log_of: LogOf = lambda topic_id, partition: None  # storage's logs, wired by the server
+        self.parked: dict[int, _ParkedFetch] = {}
+        self._numbers = itertools.count()
+
+    def resolve(self, topic_id: TopicId, partition: int) -> _Resolved:
+        """Section 8.2: an unknown topic id, then an unknown partition."""
+        info = self.topics.by_id(topic_id)
+        if info is None:
+            return _Resolved(topic_id, partition, None, E.unknown_topic_id)
+        log = self.log_of(topic_id, partition) if 0 <= partition < info.partitions else None
+        return _Resolved(topic_id, partition, log, E.none if log is not None else E.unknown_topic_or_partition)
+
+    # -- ShareFetch -----------------------------------------------------------------------------------------------
+
+    def fetch(self, request: ShareFetchRequest, connection: int) -> ShareAnswer | Deferred[ShareAnswer]:
+        group_id = request.group_id or ""
+        lock_ms = self.partitions.lock_duration_ms(group_id) if group_id else 0
+        if not request.member_id:
+            return ShareAnswer(E.invalid_request, "MemberId can't be empty.", lock_ms)
+        if not group_id:
+            return ShareAnswer(E.invalid_request, "GroupId can't be empty.", lock_ms)
+        if request.renew and (
+            request.max_bytes or request.min_bytes or request.max_records or request.max_wait_ms
+            or any(not p.acknowledged for p in request.partitions)
+        ):  # fmt: skip
+            return ShareAnswer(
+                E.invalid_request, "Renew acknowledgement requests must not fetch (MaxBytes, MinBytes, MaxRecords and "
+                "MaxWaitMs 0, every partition acknowledged).", lock_ms,
+            )  # fmt: skip
+        member_id, epoch = request.member_id, request.session_epoch
+        session = self.sessions.get(group_id, member_id)
+        added: list[tuple[TopicId, int]] = []
+        if epoch == INITIAL_EPOCH:
+            if any(p.acknowledged for p in request.partitions):
+                return ShareAnswer(
+                    E.invalid_request, "Acknowledge data present on initial epoch of share session.", lock_ms
+                )
+            if session is not None:
+                self.sessions.remove(session)  # Kafka's newContext only removes it: its records are not released
+            if self.sessions.full():
+                return ShareAnswer(
+                    E.share_session_limit_reached, "The share session cache is full.", lock_ms
+                )
+            session = self.sessions.open(group_id, member_id, connection)
+            for p in request.partitions:
+                session.partitions.setdefault((p.topic_id, p.partition))
+            self.events.session_opened(group_id, member_id, len(session.partitions))
+        else:
+            if session is None:
+                message = f"Share session not found for member {member_id}."
+                return ShareAnswer(E.share_session_not_found, message, lock_ms)
+            if epoch != FINAL_EPOCH and epoch != session.epoch:
+                return ShareAnswer(
+                    E.invalid_share_session_epoch,
+                    f"The share session epoch {epoch} does not match the expected epoch {session.epoch}.",
+                    lock_ms,
+                )
+            if epoch != FINAL_EPOCH:
+                for p in request.partitions:
+                    if (p.topic_id, p.partition) not in session.partitions:
+                        session.partitions[(p.topic_id, p.partition)] = None
+                        added.append((p.topic_id, p.partition))
+                for forgotten in request.forgotten:
+                    session.partitions.pop(forgotten, None)
+                session.epoch = next_epoch(session.epoch)
+        answer = ShareAnswer(E.none, None, lock_ms)
+        shown: dict[tuple[TopicId, int], FetchedPartition] = {}
+        failed = self._acknowledge(group_id, member_id, request.partitions, request.renew, shown)
+        if epoch == FINAL_EPOCH:
+            self.close(session, "closed by ShareFetch with the final epoch")
+            answer.partitions = list(shown.values())
+            return answer
+        if epoch == INITIAL_EPOCH:
+            for key in session.partitions:
+                shown.setdefault(key, FetchedPartition(*key))
+        for key in added:
+            shown.setdefault(key, FetchedPartition(*key))
+        if request.renew or request.max_records <= 0:
+            answer.partitions = list(shown.values())
+            return answer
+        acquired = self._acquire(session, request, shown)
+        if acquired or failed or request.max_wait_ms <= 0 or not session.partitions:
+            answer.partitions = list(shown.values())
+            return answer
+        return self._park(session, request, shown, answer, connection)
+
+    def _acknowledge(
+        self,
+        group_id: str,
+        member_id: str,
+        partitions: tuple[PartitionAcks, ...],
+        renew: bool,
+        shown: dict[tuple[TopicId, int], FetchedPartition],
+    ) -> bool:
+        """Apply the acknowledgements of every partition that carried them; True if any partition failed to."""
+        failed = False
+        for acks in partitions:
+            if not acks.acknowledged:
+                continue
+            entry = shown.setdefault((acks.topic_id, acks.partition), FetchedPartition(acks.topic_id, acks.partition))
+            error, message = self.acknowledge_partition(group_id, member_id, acks, renew)
+            entry.acknowledge_error, entry.acknowledge_error_message = error, message
+            failed = failed or error is not E.none
+        return failed
+
+    def acknowledge_partition(
+        self, group_id: str, member_id: str, acks: PartitionAcks, renew: bool
+    ) -> tuple[ErrorCode, str | None]:
+        resolved = self.resolve(acks.topic_id, acks.partition)
+        if resolved.error is not E.none:
+            return resolved.error, None
+        problem = validate_batches(acks.batches, renew)
+        if problem is None and not renew and any(AcknowledgeType.RENEW in b.types for b in acks.batches):
+            problem = "Renew acknowledgement type is only allowed with IsRenewAck"
+        if problem is not None:
+            return E.invalid_request, problem
+        key = (group_id, acks.topic_id, acks.partition)
+        return self.partitions.acknowledge(key, resolved.log, member_id, acks.batches)
+
+    def _acquire(
+        self, session: ShareSession, request: ShareFetchRequest, shown: dict[tuple[TopicId, int], FetchedPartition]
+    ) -> bool:
+        """Acquire for the session's partitions from the rotating start; True if anything was acquired."""
+        keys = list(session.partitions)
+        if not keys:
+            return False
+        start = session.rotation % len(keys)
+        session.rotation = start + 1
+        budget = request.max_records
+        anything = False
+        for key in keys[start:] + keys[:start]:
+            if budget <= 0:
+                break
+            resolved = self.resolve(*key)
+            if resolved.error is not E.none or resolved.log is None:
+                entry = shown.setdefault(key, FetchedPartition(*key))
+                entry.error = resolved.error
+                continue
+            ranges, batches = self.partitions.acquire(
+                (session.group_id, *key), resolved.log, session.member_id, budget, request.batch_size,
+                record_limit=request.record_limit,
+            )  # fmt: skip
+            if not ranges:
+                continue
+            anything = True
+            budget -= sum(last - first + 1 for first, last, _ in ranges)
+            entry = shown.setdefault(key, FetchedPartition(*key))
+            entry.records = b"".join(batch.data for batch in batches)
+            entry.acquired = ranges
+        return anything
+
+    # -- long polling (DelayedShareFetch) --------------------------------------------------------------------------
+
+    def _park(
+        self,
+        session: ShareSession,
+        request: ShareFetchRequest,
+        shown: dict[tuple[TopicId, int], FetchedPartition],
+        answer: ShareAnswer,
+        connection: int,
+    ) -> Deferred[ShareAnswer]:
+        parked = _ParkedFetch(self, next(self._numbers), session, request, shown, answer, connection)
+        self.parked[parked.number] = parked
+        for key in session.partitions:
+            self.partitions.wait((session.group_id, *key), parked, self.resolve(*key).log)
+        self.purgatory.schedule(share_fetch_key(parked.number), request.max_wait_ms, parked.time_out)
+        return parked.pending
+
+    def unpark(self, parked: _ParkedFetch) -> None:
+        self.parked.pop(parked.number, None)
+        self.purgatory.cancel(share_fetch_key(parked.number))
+        for key in parked.session.partitions:
+            self.partitions.unwait((parked.session.group_id, *key), parked)
+
+    # -- ShareAcknowledge (section 9) --------------------------------------------------------------------------------
+
+    def acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAnswer:
+        group_id = request.group_id or ""
+        lock_ms = self.partitions.lock_duration_ms(group_id) if group_id else 0
+        if not request.member_id:
+            return ShareAnswer(E.invalid_request, "MemberId can't be empty.", lock_ms)
+        if not group_id:
+            return ShareAnswer(E.invalid_request, "GroupId can't be empty.", lock_ms)
+        epoch = request.session_epoch
+        if epoch == INITIAL_EPOCH:
+            return ShareAnswer(
+                E.invalid_share_session_epoch, "ShareAcknowledge cannot open a share session (epoch 0).", lock_ms
+            )
+        session = self.sessions.get(group_id, request.member_id)
+        if session is None:
+            return ShareAnswer(
+                E.share_session_not_found, f"Share session not found for member {request.member_id}.", lock_ms
+            )
+        if epoch != FINAL_EPOCH and epoch != session.epoch:
+            return ShareAnswer(
+                E.invalid_share_session_epoch,
+                f"The share session epoch {epoch} does not match the expected epoch {session.epoch}.",
+                lock_ms,
+            )
+        shown: dict[tuple[TopicId, int], FetchedPartition] = {}
+        for acks in request.partitions:
+            entry = shown.setdefault((acks.topic_id, acks.partition), FetchedPartition(acks.topic_id, acks.partition))
+            entry.error, entry.error_message = self.acknowledge_partition(
+                group_id, request.member_id, acks, request.renew
+            )
+        if epoch == FINAL_EPOCH:
+            self.close(session, "closed by ShareAcknowledge with the final epoch")
+        else:
+            session.epoch = next_epoch(session.epoch)
+        return ShareAnswer(E.none, None, lock_ms, list(shown.values()))
+
+    # -- sessions ending ----------------------------------------------------------------------------------------------
+
+    def close(self, session: ShareSession, cause: str) -> None:
+        """Section 6.8: the session goes, and what the member holds of its partitions becomes available again."""
+        self.sessions.remove(session)
+        for parked in [p for p in self.parked.values() if p.session is session]:
+            parked.cancel()
+        for key in session.partitions:
+            self.partitions.release_member((session.group_id, *key), session.member_id)
+        self.events.session_closed(session.group_id, session.member_id, cause)
+
+    def connection_closed(self, connection: int) -> None:
+        for parked in [p for p in self.parked.values() if p.connection == connection]:
+            parked.cancel()
+        for session in self.sessions.of_connection(connection):
+            self.close(session, "its connection closed")
+
+
+class _ParkedFetch:
+    """A ShareFetch waiting for acquirable records (DelayedShareFetch): woken by its partitions, answered by the
+    first wake that acquires something, or by its MaxWaitMs."""
+
+    __slots__ = ("answer", "connection", "fetcher", "number", "pending", "request", "session", "shown")
+
+    def __init__(
+        self,
+        fetcher: ShareFetcher,
+        number: int,
+        session: ShareSession,
+        request: ShareFetchRequest,
+        shown: dict[tuple[TopicId, int], FetchedPartition],
+        answer: ShareAnswer,
+        connection: int,
+    ) -> None:
+        self.fetcher = fetcher
+        self.number = number
+        self.session = session
+        self.request = request
+        self.shown = shown
+        self.answer = answer
+        self.connection = connection
+        self.pending: Deferred[ShareAnswer] = Deferred()
+
+    def wake(self) -> None:
+        if self.pending.done:
+            return
+        if self.fetcher.sessions.get(self.session.group_id, self.session.member_id) is not self.session:
+            self._complete()
+            return
+        if self.fetcher._acquire(self.session, self.request, self.shown):
+            self._complete()
+
+    def time_out(self) -> None:
+        if not self.pending.done:
+            self._complete()
+
+    def cancel(self) -> None:
+        """The connection or the session went: nothing is acquired for it any more."""
+        if not self.pending.done:
+            self._complete()
+
+    def _complete(self) -> None:
+        self.fetcher.unpark(self)
+        self.answer.partitions = list(self.shown.values())
+        self.pending.complete(self.answer)
+
