@@ -20,7 +20,6 @@ several consumers.
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from collections import Counter, defaultdict
@@ -36,14 +35,12 @@ from tests.clients.share_processes import (
     LOCK_MS,
     Delivery,
     ShareFleet,
-    ShareTarget,
     ShareWorker,
     describe_group_configs,
     set_group_configs,
     start_share_target,
     unique,
 )
-from tests.conftest import start_broker_process
 
 LOCK_S = LOCK_MS / 1000
 EARLY_S = 0.25  # how long before its worker printed it a record may have been acquired
@@ -278,44 +275,6 @@ def test_implicit_poll_then_close_releases_the_batch(share: ShareFleet) -> None:
     redelivered = [d for d in second.deliveries() if d.offset in batch]
     assert sorted(counts(redelivered)) == [2] * len(batch), f"{counts(redelivered)}\n{share.describe()}"
     assert_no_failures(share)
-
-
-# -- 71: a broker without share groups -----------------------------------------------------------------------------
-
-#: How our broker is started without share groups (ShareGroupHeartbeat, ShareFetch, ... not in ApiVersions).
-NO_SHARE_FLAGS: list[str] = []
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process so far (/proc/PID/stat fields 14 and 15, in clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def test_broker_without_share_apis_consumer_waits_silently(tmp_path: Path) -> None:
-    """Item 71 (spec 12.5, trap 1): against a broker whose ApiVersions lists no ShareGroupHeartbeat, the consumer
-    neither fails nor reports anything: it looks the coordinator up again and again and poll() returns empty batches,
-    without spinning (under a quarter of a core), and it still closes at once. A check of "no share groups" must
-    therefore end by a timeout, as this one does."""
-    topic = unique("queue")
-    broker = start_broker_process(tmp_path, *NO_SHARE_FLAGS, "--topic", f"{topic}:1")
-    fleet = ShareFleet(ShareTarget(broker.bootstrap, broker), tmp_path, unique("share"), topic)
-    try:
-        worker = fleet.start("lonely")
-        fleet.wait(lambda: bool(worker.events("assignment")), "the consumer's first statistics")
-        fleet.produce([f"r{i}" for i in range(3)])
-        before, started = cpu_seconds(worker.process.pid), time.monotonic()
-        fleet.quiet(3 * LOCK_S)
-        busy = (cpu_seconds(worker.process.pid) - before) / (time.monotonic() - started)
-        assert worker.alive, worker.describe()
-        assert worker.events("batch", "joined", "error") == [], worker.describe()
-        assert busy < 0.25, f"the consumer used {busy:.0%} of a core while waiting\n{worker.describe()}"
-        worker.terminate()
-        assert worker.wait_exit(timeout=15) == 0, worker.describe()
-        assert worker.events("closed"), worker.describe()
-    finally:
-        fleet.close()
-        broker.stop()
 
 
 # -- admin calls ---------------------------------------------------------------------------------------------------

@@ -128,7 +128,7 @@ async def test_list_filters_by_type(api: ControlClient, broker: BrokerServer, co
         # An empty value is taken as absent (openapi-core refuses the request as malformed, the server does not).
         answer = await api.get("/v1/groups", query={"type": kind}, well_formed=bool(kind))
         assert sorted(g["group_id"] for g in answer.json["groups"]) == sorted(expected), kind
-    bad = await api.get("/v1/groups", query={"type": "share"}, well_formed=False)
+    bad = await api.get("/v1/groups", query={"type": "queue"}, well_formed=False)
     assert bad.status == 400 and "type must be one of" in bad.error
     assert (await api.get("/v1/groups", query={"state": "Stable"}, well_formed=False)).status == 400
     await close(group)
