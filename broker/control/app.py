@@ -324,7 +324,8 @@ class ControlApi:
         """A listed group's rebalances so far (``/metrics``' counts, since the broker started) and its last one, as
         the buffered events tell it: what the console's groups page shows without reading every group's events."""
         group_id, group_type = summary["group_id"], summary["group_type"]
-        summary["rebalances"] = int(counts[group_type].get(group_id, 0))
+        # A share group has no rebalances (KIP-932: the assignor just reassigns); it counts none.
+        summary["rebalances"] = int(counts.get(group_type, {}).get(group_id, 0))
         summary["last_rebalance"] = last_rebalance(
             list(self.server.events.history(group_id) or ()), group_type == GroupType.CONSUMER
         )
