@@ -94,7 +94,13 @@ class DurableState:
             durable_topics.load([*journal.changes("topics."), *journal.changes("log.")])
             topics.durable = durable_topics
             coordinator.load(
-                [*journal.changes("classic."), *journal.changes("consumer."), *journal.changes("offsets.")]
+                [
+                    *journal.changes("classic."),
+                    *journal.changes("consumer."),
+                    *journal.changes("share."),
+                    *journal.changes("group."),  # the per-group configs (share.auto.offset.reset, lock duration, ...)
+                    *journal.changes("offsets."),
+                ]
             )
             producer_ids.load(journal.changes("pid."))
             transactions.load(journal.changes("txn."))
@@ -104,7 +110,7 @@ class DurableState:
         counts = {"topics": 0, "groups": 0, "offsets": 0, "transactions": 0}
         for change in journal.changes():
             family = change.kind.partition(".")[0]
-            if change.kind in ("classic.group", "consumer.group"):
+            if change.kind in ("classic.group", "consumer.group", "share.group"):
                 counts["groups"] += 1
             elif change.kind == "offsets.commit":
                 counts["offsets"] += 1
