@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from broker.control import bounded_json, console, event_stream, offsets_api, posted_events
+from broker.control import bounded_json, console, event_stream, offsets_api, posted_events, share_api
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
 from broker.control.lag import with_lag, with_offsets
 from broker.coordinator.classic.state import GroupState
@@ -238,6 +238,7 @@ class ControlApi:
                 web.post("/v1/groups/{group}/instances/{instance}/fence", self.fence),
                 web.post("/v1/groups/{group}/rebalance", self.rebalance),
                 *offsets_api.routes(server, self.limits),  # reset, delete offsets, delete the group
+                *share_api.routes(server),  # a share group's record-level view
                 web.get("/v1/transactions", self.list_transactions),
                 web.get("/v1/events", self.stream_events),
                 web.post("/v1/events", self.post_event),
@@ -335,7 +336,8 @@ class ControlApi:
         group = self.server.coordinator.group_detail(request.match_info["group"])
         if group is None:
             return _error(404, f"no group {request.match_info['group']!r}")
-        return _json(with_offsets(self.server, group_detail(group, self._now())))
+        detail = with_offsets(self.server, group_detail(group, self._now()))
+        return _json(share_api.with_share_partitions(self.server, detail))
 
     async def group_events(self, request: web.Request) -> web.Response:
         group_id = request.match_info["group"]
