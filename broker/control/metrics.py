@@ -19,6 +19,7 @@ from broker.control.lag import group_offsets, total_lag
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.group_type import GroupType
 from broker.coordinator.modern.consumer.state import ConsumerGroupState
+from broker.coordinator.modern.share.state import ShareGroupState
 from broker.server.event_tally import SLOW_BUCKETS, CountedSeries, HistogramSeries
 from broker.server.stats import LATENCY_BUCKETS
 from broker.transactions.state import ONGOING
@@ -76,6 +77,9 @@ class _ScrapeTime(Collector):
                 if state is not ConsumerGroupState.DEAD
             }
         )
+        counts.update(
+            {(GroupType.SHARE.value, state.value): 0 for state in ShareGroupState if state is not ShareGroupState.DEAD}
+        )
         for group in groups:
             key = (group.group_type.value, group.state)
             if key in counts:
@@ -124,6 +128,7 @@ class _ScrapeTime(Collector):
             hits.add_metric([rule.id, rule.action], rule.hits)
         yield hits
         yield from _lag_families(server, groups)
+        yield from _share_families(server, groups)
 
 
 def _lag_families(server: BrokerServer, groups: tuple[GroupSummary, ...]) -> Iterator[Metric]:
@@ -152,6 +157,46 @@ def _lag_families(server: BrokerServer, groups: tuple[GroupSummary, ...]) -> Ite
     yield lag
     yield committed
     yield lag_sum
+
+
+def _share_families(server: BrokerServer, groups: tuple[GroupSummary, ...]) -> Iterator[Metric]:
+    """KIP-932 share-partitions, read now from the share coordinator (``coordinator/modern/share/views.py``): the
+    SPSO and SPEO, the in-flight records by state, and the deliveries, redeliveries and archived records since the
+    share-partition was created (or loaded from a data directory: the totals are not journalled)."""
+    from broker.control.share_api import partitions_of
+
+    labels = ["group", "topic", "partition"]
+    start = GaugeMetricFamily("group_broker_share_start_offset", "Share-partition start offset (SPSO)", labels=labels)
+    end = GaugeMetricFamily("group_broker_share_end_offset", "Share-partition end offset (SPEO)", labels=labels)
+    in_flight = GaugeMetricFamily(
+        "group_broker_share_records_in_flight",
+        "In-flight records (SPSO to SPEO) by state: available, acquired, acknowledged, archived",
+        labels=[*labels, "state"],
+    )
+    delivered = CounterMetricFamily(
+        "group_broker_share_deliveries", "Records delivered (first deliveries and redeliveries)", labels=labels
+    )
+    redelivered = CounterMetricFamily(
+        "group_broker_share_redeliveries", "Records delivered again after a release or lock expiry", labels=labels
+    )
+    archived = CounterMetricFamily(
+        "group_broker_share_archived",
+        "Records archived (rejected, at the delivery-count limit, or never deliverable)",
+        labels=labels,
+    )
+    for group in groups:
+        if group.group_type is not GroupType.SHARE:
+            continue
+        for view in partitions_of(server, group.group_id):
+            key = [group.group_id, view.topic, str(view.partition)]
+            start.add_metric(key, view.start_offset)
+            end.add_metric(key, view.end_offset)
+            for state in ("available", "acquired", "acknowledged", "archived"):
+                in_flight.add_metric([*key, state], getattr(view, state))
+            delivered.add_metric(key, view.delivered_total)
+            redelivered.add_metric(key, view.redelivered_total)
+            archived.add_metric(key, view.archived_total)
+    yield from (start, end, in_flight, delivered, redelivered, archived)
 
 
 class _Tallied(Collector):

@@ -214,3 +214,28 @@ async def test_an_error_rule_answers_share_fetch_and_heartbeat_with_the_error(
     assert beat.error_code is E.coordinator_not_available
     assert (await client.call(heartbeat("sg-fault", "m1", 1))).error_code is E.none
     await asyncio.sleep(0)
+
+
+async def test_metrics_show_share_partitions_in_flight_redeliveries_and_archived_records(
+    share_api: tuple[BrokerServer, ControlClient, WireClient],
+) -> None:
+    server, api, client = share_api
+    await joined_with_records(server, client, "sg-metrics", count=4)
+    # RELEASE 1, REJECT 2, ACCEPT 0 and 3: 1 is redelivered (count 2), 2 archived.
+    acks: Acks = {0: [(0, 0, (ACCEPT,)), (1, 1, (RELEASE,)), (2, 2, (3,)), (3, 3, (ACCEPT,))]}
+    again = await client.call(share_fetch("sg-metrics", "m1", 1, topic_id(server), [], acks=acks))
+    assert acquired(again) == [(1, 1, 2)]
+    metrics = await api.metrics()
+    key = frozenset({("group", "sg-metrics"), ("topic", "one"), ("partition", "0")})
+
+    def state(name: str) -> float:
+        return metrics[("group_broker_share_records_in_flight", key | {("state", name)})]
+
+    assert metrics[("group_broker_share_start_offset", key)] == 1
+    assert metrics[("group_broker_share_end_offset", key)] == 3
+    assert (state("acquired"), state("available"), state("acknowledged"), state("archived")) == (1, 0, 1, 1)
+    assert metrics[("group_broker_share_deliveries_total", key)] == 5
+    assert metrics[("group_broker_share_redeliveries_total", key)] == 1
+    assert metrics[("group_broker_share_archived_total", key)] == 1
+    assert metrics[("group_broker_groups", frozenset({("type", "share"), ("state", "Stable")}))] == 1
+    assert metrics[("group_broker_groups", frozenset({("type", "share"), ("state", "Empty")}))] == 0
