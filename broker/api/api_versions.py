@@ -26,7 +26,7 @@ def _api_keys(entry_cls: type, share_groups: bool = True) -> tuple[Any, ...]:
 def api_versions(ctx: ApiContext, call: Call, body: Any) -> Any:
     if body is None:
         # A version newer than ours: Kafka answers with a v0 body that lists what it supports.
-        return unsupported_version_response(ctx.coordinator.config.share_groups_enabled)
+        return unsupported_version_response(_share_groups(ctx))
     cls = response_schema(ApiKey.API_VERSIONS, call.api_version)
     if call.api_version >= 3 and not (
         SOFTWARE_NAME_VERSION.fullmatch(body.client_software_name)
@@ -37,9 +37,15 @@ def api_versions(ctx: ApiContext, call: Call, body: Any) -> Any:
     return build(
         cls,
         error_code=ErrorCode.none,
-        api_keys=_api_keys(nested(cls, "ApiVersion"), ctx.coordinator.config.share_groups_enabled),
+        api_keys=_api_keys(nested(cls, "ApiVersion"), _share_groups(ctx)),
         throttle_time=NO_THROTTLE,
     )
+
+
+def _share_groups(ctx: ApiContext) -> bool:
+    # The settings, when there are any: the coordinator may still be loading (broker/server/broker.py _Pending).
+    config = ctx.settings.group if ctx.settings is not None else ctx.coordinator.config
+    return config.share_groups_enabled
 
 
 def unsupported_version_response(share_groups: bool = True) -> Any:

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 from broker.api.base import RequestIdentity, named_identity
 from broker.api.dispatch import FAMILIES, HANDLERS
 
-__all__ = ["FAULTABLE_APIS", "RequestIdentity", "error_answer", "request_identity"]
+__all__ = ["FAULTABLE_APIS", "RequestIdentity", "error_answer", "request_identity", "unsupported_version_answer"]
 
 # Every advertised API but ApiVersions, which is answered by hand before any family loads and which a client must
 # be able to send whatever else fails (it is how it learns what to send).
@@ -34,3 +34,9 @@ def error_answer(api_key: int, version: int, body: Any, error: ErrorCode) -> Any
     """The answer that is nothing but ``error``, shaped as Kafka's ``getErrorResponse`` for that API and version:
     a kio response, or ``CloseConnection`` for a Produce with acks=0 (which Kafka answers by closing)."""
     return HANDLERS.route(api_key).error_answer(version, body, error)
+
+
+def unsupported_version_answer(api_key: int, version: int, body: Any) -> Any:
+    """An API this broker lists but has switched off (the share APIs under share.version 0), as KafkaApis answers
+    it: UNSUPPORTED_VERSION in the API's own error shape."""
+    return error_answer(api_key, version, body, ErrorCode.unsupported_version)

@@ -31,12 +31,10 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kio.schema.errors import ErrorCode
-
 from broker.api.api_versions import unsupported_version_response
 from broker.api.base import NO_RESPONSE, ApiContext, Call, CloseConnection, InvalidRequest
 from broker.api.dispatch import HANDLERS
-from broker.api.routes import error_answer
+from broker.api.routes import error_answer, unsupported_version_answer
 from broker.coordinator.client import Client
 from broker.log import get_logger
 from broker.server.gates import Answer, Close, Delay, GateRequest, Verdict
@@ -247,7 +245,7 @@ class RequestPipeline:
                         heartbeat_version = version
                         continue
                     if kind == _API_VERSIONS:
-                        share_groups = self._api.coordinator.config.share_groups_enabled
+                        share_groups = self._host.settings.group.share_groups_enabled
                         out.append(encode_api_versions_answer(version, correlation_id, share_groups))
                         answered.append((_API_VERSIONS, version))
                         continue
@@ -362,12 +360,13 @@ class RequestPipeline:
             self._io.run_now()
 
     def _dispatch(self, request: Request) -> Any:
-        share_groups = self._api.coordinator.config.share_groups_enabled
+        # From the settings, not the coordinator: ApiVersions is answered before the coordinator's modules load.
+        share_groups = self._host.settings.group.share_groups_enabled
         if request.body is None:  # ApiVersions newer than we speak
             return unsupported_version_response(share_groups)
         if not share_groups and request.api_key in SHARE_APIS:
             # share.version 0: Kafka's KafkaApis answers each share API UNSUPPORTED_VERSION in its own shape.
-            return error_answer(request.api_key, request.api_version, request.body, ErrorCode.unsupported_version)
+            return unsupported_version_answer(request.api_key, request.api_version, request.body)
         handler = HANDLERS[request.api_key]
         return handler(self._api, Call(request.api_version, self._client), request.body)
 
