@@ -293,7 +293,7 @@ def lag_table(groups: list[JSON]) -> RenderableType:
     for name in ("GROUP", "STATE", "MEMBERS", "LAG"):
         table.add_column(name, overflow="fold", justify="right" if name in ("MEMBERS", "LAG") else "left")
     for group in groups:
-        lag = group.get("lag")
+        lag = None if is_share_group(group) else group.get("lag")  # a share group commits no offsets: no lag
         table.add_row(*_cells([str(group["group_id"]), str(group["state"]), str(len(group.get("members") or [])),
                                "-" if lag is None else str(lag)]))
     return table

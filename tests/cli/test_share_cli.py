@@ -139,6 +139,13 @@ async def test_describe_shows_share_members_partitions_and_records(broker: Broke
         assert [(r["first_offset"], r["last_offset"], r["member_id"]) for r in p1["records"]] == [(0, 4, "m1")]
         assert "share_records" not in json.loads(ok(cli(broker, "describe", group, "--json")))
 
+        # Every group's view: the share group's row has no lag, its table the share members' columns.
+        out = ok(cli(broker, "watch", "--once"))
+        summary, title = [line.split() for line in out.splitlines() if line.split()[:1] == [group]]
+        assert summary == [group, "Stable", "1", "-"]  # the groups table comes first, then each group's
+        assert title[:6] == [group, "Stable", "epoch", "1", "share/simple", "1"], title
+        assert "SUBSCRIBED" in out and "share partitions" not in out  # the share-partitions: watching one group
+
         offsets = ok(cli(broker, "describe", group, "--offsets")).splitlines()
         assert offsets[0].split()[:4] == ["TOPIC", "PARTITION", "SPSO", "SPEO"] and len(offsets) == 3
     finally:
