@@ -63,7 +63,7 @@ async def share_scenario(page: Page, broker: EmbeddedBroker, folder: Path, shots
         await page.navigate(broker.admin_url.rstrip("/") + "/")
         row = f"document.querySelector({json.dumps(f'[data-testid=group-row][data-group={json.dumps(GROUP)}]')})"
         cells = await page.wait_until(f"{row} && [...{row}.cells].map((c) => c.textContent)", 15, "the group's row")
-        assert cells[:5] == [GROUP, "share", "Stable", "epoch 2 (target 2)", "2"], cells
+        assert cells[:6] == [GROUP, "share", "Stable", "epoch 2 (target 2)", "2", NONE], cells  # no rebalances
 
         await page.click(f"[data-testid=group-row][data-group={json.dumps(GROUP)}] a")
         members = await page.wait_until(f"(() => {{ const m = {MEMBERS}; return m.length === 2 ? m : null; }})()",

@@ -85,6 +85,9 @@ async def test_describe_shows_share_members_partitions_and_records(broker: Broke
         assert header.split() == ["GROUP", "TYPE", "STATE", "GENERATION", "PROTOCOL", "MEMBERS", "LEADER"]
         assert [r.split() for r in rows] == [[group, "share", "Stable", "1", "share/simple", "1", "-"]]
 
+        out = ok(cli(broker, "chaos", "wait", group, "--state", "Stable", "--members", "1", "--min-generation", "1"))
+        assert out.strip() == f"group {group}: Stable, epoch 1, 1 member"
+
         out = ok(cli(broker, "describe", group))
         facts = header_lines(out)
         assert (facts["Type"], facts["State"].split()[0]) == ("share", "Stable")
