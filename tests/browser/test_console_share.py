@@ -75,8 +75,13 @@ async def share_scenario(page: Page, broker: EmbeddedBroker, folder: Path, shots
         assert heads[:4] == ["member", "subscribed", "assigned", "epoch"], heads
         facts = await page.evaluate("document.querySelector('[data-testid=group-facts]').textContent")
         assert facts == "shareStableepoch 2 · target 22 member(s)simple", facts  # no lag: it commits no offsets
-        # A share group's page: no ownership timeline, no offsets and lag.
-        assert await page.evaluate("document.querySelector('[data-testid=timeline-section]').hidden")
+        # A share group's page: an assignment timeline (each member's lane, the partition on both), no offsets and lag.
+        lanes = await page.evaluate(
+            "[...document.querySelectorAll('[data-testid=lane]')].map((l) => [l.dataset.member, l.dataset.partitions])"
+        )
+        assert sorted(lanes) == [["m1", f"{TOPIC}-0"], ["m2", f"{TOPIC}-0"]], lanes  # both assigned the partition
+        title = await page.evaluate("document.querySelector('[data-testid=timeline-title]').textContent")
+        assert title == "Assignment timeline", title
         assert await page.evaluate("document.querySelector('[data-testid=offsets-section]').hidden")
         assert not await page.evaluate("document.querySelector('[data-testid=share-panel]').hidden")
 

@@ -136,10 +136,14 @@ export function groupPage(root, groupId, setStatus) {
   const lagBox = el("div", { class: "lag-box", dataset: { testid: "lag-box" } });
   const lagSamples = [];
   const share = sharePanel(groupId, setStatus);
-  // A share group (KIP-932) has no ownership to draw (members share partitions) and commits no offsets: its
-  // share-partitions and in-flight records take the place of the timeline and of the offsets and lag.
-  const timelineSection = el("div", { dataset: { testid: "timeline-section" } },
-    el("h3", {}, "Ownership timeline"), timeline, legend);
+  // A share group (KIP-932): its lanes show what each member is assigned (members share partitions), and it
+  // commits no offsets: its share-partitions and in-flight records take the place of the offsets and lag.
+  const timelineTitle = el("h3", { dataset: { testid: "timeline-title" } }, "Ownership timeline");
+  const shareLegend = el("p", { class: "legend muted", hidden: true },
+    "Share group: each lane shows the partitions its member is assigned; several members may be assigned one ",
+    "partition and read it together. Who holds which records is below, under In-flight records.");
+  const timelineSection = el("div", { dataset: { testid: "timeline-section" } }, timelineTitle, timeline, legend,
+    shareLegend);
   const offsetsSection = el("div", { dataset: { testid: "offsets-section" } },
     el("h3", {}, "Offsets and lag"), el("div", { class: "lag-columns" }, offsetsTable, lagBox));
   share.panel.hidden = true;
@@ -275,8 +279,9 @@ export function groupPage(root, groupId, setStatus) {
     fetchedAt = Date.now();
     const shared = detail?.group_type === "share";
     share.panel.hidden = !shared;
-    timelineSection.hidden = shared;
     offsetsSection.hidden = shared;
+    timelineTitle.textContent = shared ? "Assignment timeline" : "Ownership timeline";
+    shareLegend.hidden = !shared;
     drawFacts();
     drawMembers();
     drawOffsets();
