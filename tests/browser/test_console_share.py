@@ -7,11 +7,16 @@ The broker is embedded (``broker.testing.embedded``); the share group is driven 
 of the wire tests (ShareGroupHeartbeat, ShareFetch with acknowledgements), two members on two connections, so the
 record states are exact: member m1 fetches offsets 0-4, ACCEPTs 0, RELEASEs 1, REJECTs 2 (ShareAcknowledge) and keeps
 3-4; member m2 then fetches 1 again (delivery count 2).
+
+Screenshots go to ``$TEST_ARTIFACTS`` (else the test's ``tmp_path``); with
+``CONSOLE_SHARE_README_SCREENSHOT=docs/images/console-share.png`` the record view is also written there, for the
+README.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -112,8 +117,11 @@ async def share_scenario(page: Page, broker: EmbeddedBroker, folder: Path, shots
         await shoot(page, folder, "share-1-held.png", shots)
         await page.evaluate("document.querySelector('[data-testid=share-panel]').scrollIntoView()")
         path = folder / "share-2-records.png"
-        path.write_bytes(await page.screenshot())
+        png = await page.screenshot()
+        path.write_bytes(png)
         shots.append(path)
+        if readme := os.environ.get("CONSOLE_SHARE_README_SCREENSHOT"):
+            Path(readme).write_bytes(png)
 
         # Live: m1 ACCEPTs 3-4 (ShareAcknowledge, as a consumer's commit_sync sends it); the page follows, no reload.
         await one.call(share_acknowledge(GROUP, "m1", 2, topic_id, {0: [(3, 4, (ACCEPT,))]}))
