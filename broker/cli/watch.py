@@ -377,7 +377,10 @@ def snapshot_json(api: ControlClient, group_id: str | None) -> int:
     frame = Poller(api, group_id).poll()
     if frame.problem is not None:
         raise ControlError(0 if frame.unreachable else 404, frame.problem)
-    print(json.dumps({"groups": frame.groups, "events": frame.events}, indent=2))
+    snapshot: JSON = {"groups": frame.groups, "events": frame.events}
+    if frame.share_records is not None:  # watching one share group: its record-level view too
+        snapshot["share_records"] = frame.share_records
+    print(json.dumps(snapshot, indent=2))
     return 0
 
 

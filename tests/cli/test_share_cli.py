@@ -141,6 +141,9 @@ async def test_describe_shows_share_members_partitions_and_records(broker: Broke
         assert (p0["start_offset"], p0["records"]) == (5, [])
         assert [(r["first_offset"], r["last_offset"], r["member_id"]) for r in p1["records"]] == [(0, 4, "m1")]
         assert "share_records" not in json.loads(ok(cli(broker, "describe", group, "--json")))
+        snapshot = json.loads(ok(cli(broker, "watch", group, "--once", "--json")))
+        assert [p["start_offset"] for p in snapshot["share_records"]["partitions"]] == [5, 0]
+        assert {e["group_type"] for e in snapshot["events"]} == {"share"}
 
         # Every group's view: the share group's row has no lag, its table the share members' columns.
         out = ok(cli(broker, "watch", "--once"))
