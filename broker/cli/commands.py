@@ -26,6 +26,7 @@ from broker.cli.format import (
     duration,
     event_row,
     generation_text,
+    has_epochs,
     is_consumer_group,
     member_row,
     plural,
@@ -35,6 +36,15 @@ from broker.cli.format import (
     transaction_row,
 )
 from broker.cli.offsets import offsets_section, offsets_table
+from broker.cli.share import (
+    SHARE_MEMBER_HEADERS,
+    SHARE_PARTITION_HEADERS,
+    is_share_group,
+    share_header,
+    share_member_row,
+    share_partition_rows,
+    share_sections,
+)
 from broker.control.client import ControlClient, ControlError
 
 JSON = dict[str, Any]
@@ -105,24 +115,36 @@ def cmd_describe(args: argparse.Namespace) -> int:
         if error.status != 404:
             raise
         events = []  # a group the event buffer never saw (e.g. one it dropped): still describe it
+    share = is_share_group(group)
+    # --records: a share group's record-level view (GET /v1/groups/{group}/share-partitions); other groups have none.
+    records = api.share_partitions(args.group) if share and getattr(args, "records", False) else None
     if args.json:
-        emit_json({"group": group, "events": events})
+        emit_json({"group": group, "events": events} | ({} if records is None else {"share_records": records}))
         return 0
     if getattr(args, "offsets", False):
-        print(offsets_table(group))  # only Kafka's table, as kafka-consumer-groups.sh --describe prints it
+        if share:  # a share group commits no offsets: its progress is each share-partition's SPSO
+            rows = share_partition_rows(group)
+            print(table(SHARE_PARTITION_HEADERS, rows) if rows else f"Share group '{group['group_id']}' has not "
+                  "fetched from any partition yet.")  # fmt: skip
+        else:
+            print(offsets_table(group))  # only Kafka's table, as kafka-consumer-groups.sh --describe prints it
         return 0
-    print(describe_text(group, events) + "\n\n" + "\n".join(offsets_section(group)))
+    last = share_sections(group, records) if share else offsets_section(group)
+    print(describe_text(group, events) + "\n\n" + "\n".join(last))
     return 0
 
 
 def describe_text(group: JSON, events: Sequence[JSON]) -> str:
     consumer = is_consumer_group(group)
+    share = is_share_group(group)
     header = [
         ("Group", group["group_id"]),
         ("Type", text(group.get("group_type"))),
         ("State", f"{group['state']} (for {duration(group.get('state_age_ms'))})"),
     ]
-    if consumer:
+    if share:
+        header += share_header(group)
+    elif consumer:
         # KIP-848: the group epoch, and the epoch of the target assignment the members move toward.
         header += [
             ("Epoch", f"{group.get('group_epoch')}, target assignment {group.get('assignment_epoch')}"),
@@ -142,7 +164,9 @@ def describe_text(group: JSON, events: Sequence[JSON]) -> str:
     lines.append("")
     if members:
         lines.append(f"Members ({len(members)}):")
-        if consumer:
+        if share:
+            lines.append(table(SHARE_MEMBER_HEADERS, [share_member_row(m) for m in members]))
+        elif consumer:
             lines.append(table(CONSUMER_MEMBER_HEADERS, [consumer_member_row(m) for m in members]))
         else:
             lines.append(table(MEMBER_HEADERS, [member_row(m) for m in members]))
@@ -215,8 +239,9 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
 
 
 def _round(group: Mapping[str, Any]) -> str:
-    """``generation 3``, or for a consumer group ``epoch 5`` (with its target's epoch when that lags behind)."""
-    if is_consumer_group(group):
+    """``generation 3``, or for a consumer or share group ``epoch 5`` (with its target's epoch when that lags
+    behind)."""
+    if has_epochs(group):
         return f"epoch {generation_text(group)}"
     return f"generation {group.get('generation_id')}"
 
@@ -284,7 +309,7 @@ def timed_out_text(args: argparse.Namespace, group: Mapping[str, Any]) -> str:
     if args.members is not None:
         wanted.append(plural(args.members, "member"))
     if args.min_generation is not None:
-        word = "epoch" if is_consumer_group(group) else "generation"
+        word = "epoch" if has_epochs(group) else "generation"
         wanted.append(f"{word} {args.min_generation} or later")
     wanted_text = f", wanted {', '.join(wanted)}" if wanted else ""
     return f"timed out after {args.timeout_ms} ms: group {group.get('group_id', args.group)} was {was}{wanted_text}"

@@ -35,9 +35,16 @@ def is_consumer_group(group: Mapping[str, Any]) -> bool:
     return group.get("group_type") == GroupType.CONSUMER
 
 
+def has_epochs(group: Mapping[str, Any]) -> bool:
+    """A group of the KIP-848 protocol family (a consumer group, or a KIP-932 share group): group and member epochs,
+    no generation and no leader."""
+    return group.get("group_type") in (GroupType.CONSUMER, GroupType.SHARE)
+
+
 def generation_text(group: Mapping[str, Any]) -> str:
-    """A classic group's generation; a consumer group's group epoch, with its target's when that lags behind."""
-    if not is_consumer_group(group):
+    """A classic group's generation; a consumer or share group's group epoch, with its target's when that lags
+    behind."""
+    if not has_epochs(group):
         return str(group.get("generation_id"))
     epoch, target = group.get("group_epoch"), group.get("assignment_epoch")
     return str(epoch) if target == epoch else f"{epoch} (target {target})"
@@ -157,10 +164,55 @@ def event_time(event: Mapping[str, Any]) -> str:
     return datetime.datetime.fromtimestamp(ts_ms / 1000).strftime("%H:%M:%S.%f")[:-3]
 
 
+def offset_range(first: object, last: object) -> str:
+    """``7`` for one offset, ``3-9`` for a run."""
+    return str(first) if first == last else f"{first}-{last}"
+
+
+def ranges_text(runs: object) -> str:
+    """Offset runs (``[[first, last], ...]``, or ``[[first, last, delivery_count], ...]``) as ``0-4,7``."""
+    if not isinstance(runs, list):
+        return text(runs)
+    return ",".join(offset_range(r[0], r[1]) for r in runs if isinstance(r, list) and len(r) >= 2) or "-"
+
+
+def delivery_counts_text(runs: object) -> str:
+    """The delivery counts of ``records_acquired``'s ranges: one number when they agree, else one per range."""
+    counts = [str(r[2]) for r in runs if isinstance(r, list) and len(r) >= 3] if isinstance(runs, list) else []
+    return counts[0] if len(set(counts)) == 1 else ",".join(counts) or "-"
+
+
+# A share-partition event's fields (docs/events.md, "Share groups"), in the order they read best.
+_SHARE_FIRST = ("member_id", "cause", "partition", "offsets", "records", "accepted", "rejected", "delivery_count",
+                "redelivered", "lock")  # fmt: skip
+
+
+def share_event_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``records_acquired``, ``records_released``, ``records_archived``, ``records_acknowledged`` as people read them:
+    ``partition=jobs-0 offsets=0-4 delivery_count=1 lock=30s`` (the JSON keeps the ranges as they are)."""
+    if "topic" not in fields or "partition" not in fields:
+        return dict(fields)
+    shown = {k: v for k, v in fields.items() if k not in ("topic", "partition", "ranges", "lock_duration_ms")}
+    shown["partition"] = f"{fields['topic']}-{fields['partition']}"
+    if "ranges" in fields:
+        shown["offsets"] = ranges_text(fields["ranges"])
+        shown["delivery_count"] = delivery_counts_text(fields["ranges"])
+    elif "offsets" in fields:
+        shown["offsets"] = ranges_text(fields["offsets"])
+    if "lock_duration_ms" in fields:
+        shown["lock"] = duration(fields["lock_duration_ms"])
+    return {k: shown[k] for k in _SHARE_FIRST if k in shown} | shown
+
+
 def event_details(event: Mapping[str, Any]) -> str:
     """The event's own fields as ``key=value``, the telling ones first, the bulky ones summarized."""
     fields = {k: v for k, v in event.items() if k not in _EVENT_ENVELOPE and v is not None}
-    ordered = [k for k in _EVENT_FIRST if k in fields] + [k for k in fields if k not in _EVENT_FIRST]
+    if event.get("group_type") == GroupType.SHARE:
+        fields = share_event_fields(fields)
+        first: Sequence[str] = list(dict.fromkeys((*_SHARE_FIRST, *_EVENT_FIRST)))
+    else:
+        first = _EVENT_FIRST
+    ordered = [k for k in first if k in fields] + [k for k in fields if k not in first]
     parts = []
     for key in ordered:
         value = fields[key]
@@ -168,6 +220,8 @@ def event_details(event: Mapping[str, Any]) -> str:
             continue  # per member: describe's member table shows who holds what
         if key in _EVENT_PARTITIONS and isinstance(value, dict):
             parts.append(f"{key}={partitions_text(value)}")
+        elif key == "targets" and isinstance(value, dict):  # a share group's: a partition may have several members
+            parts.append(f"targets={';'.join(f'{m}:{partitions_text(t)}' for m, t in sorted(value.items()))}")
         elif key == "moved" and isinstance(value, list):
             parts.append(f"moved={len(value)}")
         elif key == "members" and isinstance(value, list):

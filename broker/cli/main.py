@@ -133,13 +133,25 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
         sub.set_defaults(_handler=handler)
         return sub
 
-    groups = command(commands, "groups", "groups", "list the broker's groups (classic and KIP-848 consumer groups)")
+    groups = command(
+        commands, "groups", "groups", "list the broker's groups (classic, KIP-848 consumer and KIP-932 share groups)"
+    )
     groups.add_argument("--type", choices=[t.value for t in GroupType], help="only groups of this kind")
-    describe = command(commands, "describe", "describe", "one group: its members, assignments and latest events")
+    describe = command(
+        commands, "describe", "describe",
+        "one group: its members, assignments and latest events; a share group's share-partitions (SPSO, SPEO, "
+        "in-flight records by state)",
+    )
     describe.add_argument("group", metavar="GROUP")
     describe.add_argument(
         "--offsets", action="store_true",
-        help="only the offsets table (kafka-consumer-groups.sh --describe's columns: CURRENT-OFFSET, LAG, ...)",
+        help="only the offsets table (kafka-consumer-groups.sh --describe's columns: CURRENT-OFFSET, LAG, ...; a "
+        "share group's: its share-partitions)",
+    )
+    describe.add_argument(
+        "--records", action="store_true",
+        help="a share group's in-flight records too: per run of offsets its state, delivery count, the member "
+        "holding it and the lock's time left",
     )
     transactions = command(
         commands, "transactions", "transactions",
@@ -211,11 +223,12 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
     wait.add_argument(
         "--state", metavar="STATE",
         help="classic groups: Empty, PreparingRebalance, CompletingRebalance, Stable; consumer groups: Empty, "
-        "Assigning, Reconciling, Stable",
+        "Assigning, Reconciling, Stable; share groups: Empty, Stable",
     )
     wait.add_argument("--members", type=int, metavar="N", help="exactly N members")
     wait.add_argument(
-        "--min-generation", type=int, metavar="G", help="generation (a consumer group's group epoch) G or later"
+        "--min-generation", type=int, metavar="G",
+        help="generation (a consumer or share group's group epoch) G or later",
     )
     wait.add_argument("--timeout-ms", type=int, default=30000, metavar="T", help="give up after T ms (default 30000)")
 

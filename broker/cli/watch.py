@@ -23,12 +23,21 @@ from broker.cli.format import (
     duration,
     event_row,
     generation_text,
+    has_epochs,
     is_consumer_group,
     member_row,
     plural,
     protocol_text,
 )
 from broker.cli.offsets import OFFSET_HEADERS, offset_rows
+from broker.cli.share import (
+    RECORD_HEADERS,
+    SHARE_PARTITION_HEADERS,
+    is_share_group,
+    record_rows,
+    share_member_row,
+    share_partition_rows,
+)
 from broker.control.client import ControlClient, ControlError
 
 if TYPE_CHECKING:
@@ -102,6 +111,7 @@ class Frame:
     unreachable: str | None = None
     missing: str | None = None  # the one group watched does not exist
     single: bool = False  # ``watch GROUP``: one group, shown with its offsets table
+    share_records: JSON | None = None  # ``watch GROUP`` of a share group: its record-level view
     at: float = field(default_factory=time.time)
 
     @property
@@ -140,7 +150,19 @@ class Poller:
         for group in groups:
             events.extend(self._new_events(group["group_id"]))
         events.sort(key=lambda e: e.get("seq", 0))
-        return Frame(groups=groups, events=events[-EVENTS_SHOWN:], single=self.group_id is not None)
+        records = None
+        if self.group_id is not None and is_share_group(groups[0]):
+            records = self._share_records(self.group_id)
+        return Frame(groups=groups, events=events[-EVENTS_SHOWN:], single=self.group_id is not None,
+                     share_records=records)  # fmt: skip
+
+    def _share_records(self, group_id: str) -> JSON | None:
+        try:
+            return self.api.share_partitions(group_id)
+        except ControlError as error:
+            if error.status == 404:
+                return None  # gone, or no longer a share group, since the detail was read
+            raise
 
     def _detail(self, group_id: str) -> JSON | None:
         try:
@@ -201,7 +223,11 @@ def render(frame: Frame, url: str, live: bool = True) -> RenderableType:
     elif not frame.single:
         parts.append(lag_table(frame.groups))
     parts.extend(group_table(group) for group in frame.groups)
-    if frame.single and frame.groups:
+    if frame.single and frame.groups and is_share_group(frame.groups[0]):
+        parts.append(share_partitions_table(frame.groups[0]))
+        if frame.share_records is not None:
+            parts.append(share_records_table(frame.share_records))
+    elif frame.single and frame.groups:
         parts.append(offsets_table(frame.groups[0]))
     parts.append(events_table(frame.events, with_group=len(frame.groups) > 1))
     return Group(*parts)
@@ -225,7 +251,7 @@ def group_table(group: JSON) -> RenderableType:
         (str(group["group_id"]), "bold cyan"),
         "  ",
         (state, STATE_STYLES.get(state, "")),
-        f"  {'epoch' if consumer else 'generation'} {generation_text(group)}",
+        f"  {'epoch' if has_epochs(group) else 'generation'} {generation_text(group)}",
         f"  {protocol_text(group.get('protocol_type'), group.get('protocol'))}",
         f"  {plural(len(members), 'member')}",
         f"  for {duration(group.get('state_age_ms'))}",
@@ -233,6 +259,13 @@ def group_table(group: JSON) -> RenderableType:
     if group.get("pending_members"):
         title.append(f"  {len(group['pending_members'])} pending", style="yellow")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, expand=False, pad_edge=False)
+    if is_share_group(group):
+        # KIP-932: members share partitions; what each subscribed to and is assigned (records: the tables below).
+        for name in ("MEMBER ID", "CLIENT ID", "HOST", "EPOCH", "HEARTBEAT", "SUBSCRIBED", "ASSIGNMENT"):
+            table.add_column(name, overflow="fold")
+        for member in members:
+            table.add_row(*_cells(share_member_row(member)))
+        return table
     if consumer:
         # KIP-848: no leader; each member's epoch and reconciliation state, what it holds and must give up.
         for name in ("MEMBER ID", "INSTANCE ID", "CLIENT ID", "EPOCH", "STATE", "HEARTBEAT", "ASSIGNMENT", "REVOKING"):
@@ -260,7 +293,7 @@ def lag_table(groups: list[JSON]) -> RenderableType:
     for name in ("GROUP", "STATE", "MEMBERS", "LAG"):
         table.add_column(name, overflow="fold", justify="right" if name in ("MEMBERS", "LAG") else "left")
     for group in groups:
-        lag = group.get("lag")
+        lag = None if is_share_group(group) else group.get("lag")  # a share group commits no offsets: no lag
         table.add_row(*_cells([str(group["group_id"]), str(group["state"]), str(len(group.get("members") or [])),
                                "-" if lag is None else str(lag)]))
     return table
@@ -278,6 +311,46 @@ def offsets_table(group: JSON) -> RenderableType:
         table.add_column(name, overflow="fold")
     for row in offset_rows(group):
         table.add_row(*_cells(row[1:]))
+    return table
+
+
+def share_partitions_table(group: JSON) -> RenderableType:
+    """``watch GROUP`` of a share group: each share-partition's in-flight window (SPSO to SPEO) and its counts."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text("share partitions", style="bold"), title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)  # fmt: skip
+    for name in SHARE_PARTITION_HEADERS:
+        table.add_column(name, overflow="fold", justify="left" if name == "TOPIC" else "right")
+    for row in share_partition_rows(group):
+        table.add_row(*_cells(row))
+    return table
+
+
+RECORD_ROWS_SHOWN = 20
+
+
+def share_records_table(view: JSON) -> RenderableType:
+    """The in-flight runs of offsets: state, delivery count, the member holding them and the lock's time left."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    rows = record_rows(view)
+    more = f"  (first {RECORD_ROWS_SHOWN} of {len(rows)})" if len(rows) > RECORD_ROWS_SHOWN else ""
+    table = Table(title=Text(f"in-flight records{more}", style="bold"), title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)  # fmt: skip
+    for name in RECORD_HEADERS:
+        table.add_column(name, overflow="fold")
+    for row in rows[:RECORD_ROWS_SHOWN]:
+        cells = _cells(row)
+        if row[4] == "acquired":
+            cells[4].stylize("bold yellow")
+        table.add_row(*cells)
+    if not rows:
+        table.add_row(*_cells(["-", "-", "none", "", "", "", "", ""]))
     return table
 
 
@@ -304,7 +377,10 @@ def snapshot_json(api: ControlClient, group_id: str | None) -> int:
     frame = Poller(api, group_id).poll()
     if frame.problem is not None:
         raise ControlError(0 if frame.unreachable else 404, frame.problem)
-    print(json.dumps({"groups": frame.groups, "events": frame.events}, indent=2))
+    snapshot: JSON = {"groups": frame.groups, "events": frame.events}
+    if frame.share_records is not None:  # watching one share group: its record-level view too
+        snapshot["share_records"] = frame.share_records
+    print(json.dumps(snapshot, indent=2))
     return 0
 
 

@@ -94,11 +94,17 @@ class ControlClient:
     # -- groups ---------------------------------------------------------------------------------------------
 
     def groups(self, group_type: str | None = None) -> list[JSON]:
-        """Every group, or only those of one ``group_type`` ("classic" or "consumer")."""
+        """Every group, or only those of one ``group_type`` ("classic", "consumer" or "share")."""
         return _list(self._json("GET", f"/v1/groups{_query(type=group_type)}"), "groups")
 
     def group(self, group_id: str) -> JSON:
         return self._json("GET", f"/v1/groups/{quote(group_id)}")
+
+    def share_partitions(self, group_id: str) -> JSON:
+        """A share group's share-partitions with their in-flight records: who holds which offsets, the delivery
+        counts and the locks (``GET /v1/groups/{group}/share-partitions``; 404 for a group that is not a share group).
+        """
+        return self._json("GET", f"/v1/groups/{quote(group_id)}/share-partitions")
 
     def events(self, group_id: str, limit: int | None = None, since_seq: int | None = None) -> list[JSON]:
         """The group's recent events from the broker's ring buffer, oldest first."""

@@ -41,6 +41,8 @@ export const api = {
   groups: () => call("GET", "/v1/groups").then((d) => d.groups),
   group: (id) => call("GET", `/v1/groups/${seg(id)}`),
   // With the broker's own broker_started / broker_stopped: the timeline marks restarts.
+  // A share group's share-partitions with their in-flight records (who holds what, delivery counts, locks).
+  sharePartitions: (id) => call("GET", `/v1/groups/${seg(id)}/share-partitions`),
   events: (id) => call("GET", `/v1/groups/${seg(id)}/events?broker_events=true`).then((d) => d.events),
   kick: (id, member) => call("POST", `/v1/groups/${seg(id)}/members/${seg(member)}/kick`),
   fence: (id, instance) => call("POST", `/v1/groups/${seg(id)}/instances/${seg(instance)}/fence`),

@@ -6,6 +6,7 @@
 import { api, ApiError, el, follow, formatMs } from "./api.js";
 import { fenceInstance, faultPanel, forceRebalance, kickMember } from "./actions.js";
 import { History } from "./history.js";
+import { shareEventSummary, sharePanel } from "./share.js";
 import { renderTimeline } from "./timeline.js";
 
 const FEED_LIMIT = 400;
@@ -36,6 +37,8 @@ function sessionBar(ageMs, sessionMs) {
 }
 
 function eventSummary(record) {
+  const share = shareEventSummary(record);
+  if (share !== null) return share;
   const skip = new Set(["v", "seq", "ts_ms", "run_id", "event", "group_id", "group_type"]);
   return Object.entries(record)
     .filter(([name, value]) => !skip.has(name) && value !== null && value !== "")
@@ -132,15 +135,27 @@ export function groupPage(root, groupId, setStatus) {
     el("thead", {}, el("tr", {}, OFFSET_HEADS.map((head) => el("th", {}, head)))), offsetsBody);
   const lagBox = el("div", { class: "lag-box", dataset: { testid: "lag-box" } });
   const lagSamples = [];
+  const share = sharePanel(groupId, setStatus);
+  // A share group (KIP-932): its lanes show what each member is assigned (members share partitions), and it
+  // commits no offsets: its share-partitions and in-flight records take the place of the offsets and lag.
+  const timelineTitle = el("h3", { dataset: { testid: "timeline-title" } }, "Ownership timeline");
+  const shareLegend = el("p", { class: "legend muted", hidden: true },
+    "Share group: each lane shows the partitions its member is assigned; several members may be assigned one ",
+    "partition and read it together. Who holds which records is below, under In-flight records.");
+  const timelineSection = el("div", { dataset: { testid: "timeline-section" } }, timelineTitle, timeline, legend,
+    shareLegend);
+  const offsetsSection = el("div", { dataset: { testid: "offsets-section" } },
+    el("h3", {}, "Offsets and lag"), el("div", { class: "lag-columns" }, offsetsTable, lagBox));
+  share.panel.hidden = true;
 
   root.replaceChildren(
     el("section", { class: "page" },
       el("p", {}, el("a", { href: "#/" }, "← all groups")),
       el("div", { class: "toolbar" }, title, facts, el("span", { class: "spacer" }),
         el("label", {}, "Window ", windowSelect), rebalanceButton),
-      el("h3", {}, "Ownership timeline"), timeline, legend,
+      timelineSection,
       el("h3", {}, "Members"), membersTable,
-      el("h3", {}, "Offsets and lag"), el("div", { class: "lag-columns" }, offsetsTable, lagBox),
+      share.panel, offsetsSection,
       el("div", { class: "columns" },
         el("div", {}, el("div", { class: "toolbar" }, el("h3", {}, "Events"), el("label", {}, "Kind ", feedSelect)), feed),
         el("div", {}, el("h3", {}, "Fault rules"), faults.panel))),
@@ -153,14 +168,14 @@ export function groupPage(root, groupId, setStatus) {
       facts.replaceChildren(el("span", { class: "state" }, "no such group (now)"));
       return;
     }
-    const consumer = detail.group_type === "consumer";
+    const consumer = detail.group_type === "consumer" || detail.group_type === "share"; // epochs, no generation
     facts.replaceChildren(
       el("span", { class: `tag ${detail.group_type}` }, detail.group_type),
       el("span", { class: `state state-${detail.state}`, dataset: { testid: "group-state" } }, detail.state),
       el("span", {}, consumer ? `epoch ${detail.group_epoch} · target ${detail.assignment_epoch}` : `generation ${detail.generation_id}`),
       el("span", { dataset: { testid: "member-count" } }, `${detail.members.length} member(s)`),
-      el("span", { dataset: { testid: "total-lag" } }, `lag ${detail.lag ?? "-"}`),
-      detail.protocol ? el("span", {}, detail.protocol) : null,
+      ...(detail.group_type === "share" ? [] : [el("span", { dataset: { testid: "total-lag" } }, `lag ${detail.lag ?? "-"}`)]),
+      ...(detail.protocol ? [el("span", {}, detail.protocol)] : []),
     );
   }
 
@@ -182,7 +197,8 @@ export function groupPage(root, groupId, setStatus) {
     membersShown = signature;
     bars.clear();
     const consumer = detail?.group_type === "consumer";
-    const heads = ["member", "instance", consumer ? "assigned" : "assignment"];
+    const shared = detail?.group_type === "share"; // no instance ids, no revocation: what each subscribed to
+    const heads = shared ? ["member", "subscribed", "assigned", "epoch"] : ["member", "instance", consumer ? "assigned" : "assignment"];
     if (consumer) heads.push("epoch", "state", "pending revocation");
     heads.push("since last heartbeat / session", "");
     membersHead.replaceChildren(el("tr", {}, heads.map((h) => el("th", {}, h))));
@@ -191,9 +207,11 @@ export function groupPage(root, groupId, setStatus) {
       const cells = [
         el("td", {}, el("strong", {}, m.client_id || "–"), " ", el("span", { class: "muted" }, m.client_host || ""),
           el("br"), el("code", { class: "member-id" }, m.member_id)),
-        el("td", {}, m.group_instance_id ?? "–"),
-        el("td", {}, partitionsText(m.assignment)),
+        shared ? el("td", { dataset: { testid: "subscribed" } }, (m.subscribed_topic_names ?? []).join(", ") || "–")
+          : el("td", {}, m.group_instance_id ?? "–"),
+        el("td", { dataset: { testid: "assigned" } }, partitionsText(m.assignment)),
       ];
+      if (shared) cells.push(el("td", { class: "num", dataset: { testid: "member-epoch" } }, m.member_epoch));
       if (consumer) {
         cells.push(el("td", { class: "num" }, m.member_epoch), el("td", {}, m.state), el("td", {}, partitionsText(m.pending_revocation)));
       }
@@ -259,9 +277,15 @@ export function groupPage(root, groupId, setStatus) {
       detail = null;
     }
     fetchedAt = Date.now();
+    const shared = detail?.group_type === "share";
+    share.panel.hidden = !shared;
+    offsetsSection.hidden = shared;
+    timelineTitle.textContent = shared ? "Assignment timeline" : "Ownership timeline";
+    shareLegend.hidden = !shared;
     drawFacts();
     drawMembers();
     drawOffsets();
+    if (shared) await share.refresh(detail);
   }
 
   // Sampled at each poll while the page is open: the broker keeps no history of lag.
@@ -326,6 +350,7 @@ export function groupPage(root, groupId, setStatus) {
   return () => {
     stream?.stop();
     faults.stop();
+    share.stop();
     clearInterval(ticker);
     clearInterval(barTicker);
     clearInterval(poller);

@@ -5,6 +5,8 @@ import { api, el, follow, formatMs } from "./api.js";
 import { causeLabel } from "./history.js";
 
 const STATES = ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Assigning", "Reconciling"];
+// A share group (KIP-932) has no rebalances: its assignor just reassigns.
+const rebalancesOf = (g) => (g.group_type === "share" ? "–" : g.rebalances ?? "–");
 
 export function groupsPage(root, setStatus) {
   let filter = "";
@@ -36,14 +38,15 @@ export function groupsPage(root, setStatus) {
     body.replaceChildren(
       ...shown.map((g) => {
         const last = g.last_rebalance;
-        const epoch = g.group_type === "consumer" ? `epoch ${g.group_epoch} (target ${g.assignment_epoch})` : `gen ${g.generation_id}`;
+        const epoch = g.group_type === "consumer" || g.group_type === "share"
+          ? `epoch ${g.group_epoch} (target ${g.assignment_epoch})` : `gen ${g.generation_id}`;
         return el("tr", { dataset: { testid: "group-row", group: g.group_id, state: g.state } },
           el("td", {}, el("a", { href: `#/groups/${encodeURIComponent(g.group_id)}` }, g.group_id)),
           el("td", {}, el("span", { class: `tag ${g.group_type}` }, g.group_type)),
           el("td", {}, el("span", { class: `state state-${g.state}` }, g.state)),
           el("td", {}, epoch),
           el("td", { class: "num" }, g.members),
-          el("td", { class: "num" }, g.rebalances ?? "–"),
+          el("td", { class: "num" }, rebalancesOf(g)),
           el("td", {}, last ? causeLabel(last.cause) : "–"),
           el("td", { class: "num" }, last ? (last.duration_ms === null ? "in progress" : formatMs(last.duration_ms)) : "–"));
       }),

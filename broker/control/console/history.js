@@ -119,7 +119,9 @@ class Lane {
 
 export class History {
   constructor(groupType = "classic") {
-    this.consumer = groupType === "consumer";
+    // A share group (KIP-932) has the consumer group's events (epochs, member_reconciled): drawn the same way, its
+    // members' lanes showing what each is assigned (a partition may be on several lanes at once).
+    this.consumer = groupType === "consumer" || groupType === "share";
     this.lanes = new Map(); // member id -> Lane
     this.markers = []; // {ts, cause, label, member, formation}
     this.gaps = []; // {start, end, unowned}
@@ -199,7 +201,7 @@ export class History {
       this.restart(event, ts);
       return true;
     }
-    if (event.group_type === "consumer") this.consumer = true;
+    if (event.group_type === "consumer" || event.group_type === "share") this.consumer = true;
     if (this.consumer) this.addConsumer(event, ts);
     else this.addClassic(event, ts);
     this.updateGaps(ts);
@@ -256,6 +258,7 @@ export class History {
   addConsumer(event, ts) {
     switch (event.event) {
       case "member_joined":
+      case "share_member_joined":
         this.lane(event.member_id, ts, event, true);
         this.lastJoined = event.member_id;
         break;
