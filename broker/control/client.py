@@ -100,6 +100,11 @@ class ControlClient:
     def group(self, group_id: str) -> JSON:
         return self._json("GET", f"/v1/groups/{quote(group_id)}")
 
+    def share_partitions(self, group_id: str) -> JSON:
+        """A share group's share-partitions with their in-flight records (``GET /v1/groups/{g}/share-partitions``):
+        ``group_id``, ``now_ms`` and ``partitions``; ControlError(404) for no such group or another type of group."""
+        return self._json("GET", f"/v1/groups/{quote(group_id)}/share-partitions")
+
     def events(self, group_id: str, limit: int | None = None, since_seq: int | None = None) -> list[JSON]:
         """The group's recent events from the broker's ring buffer, oldest first."""
         query = _query(limit=limit, since_seq=since_seq)
