@@ -303,7 +303,7 @@ def _unmet(
             if start is None:
                 unmet.append(f"no share-partition {topic}-{partition} yet")
             elif start <= offset:
-                unmet.append(f"{topic}-{partition} finished only below {start}, not through {offset}")
+                unmet.append(f"{topic}-{partition} not finished through {offset}: its SPSO is {start}")
     return unmet
 
 
