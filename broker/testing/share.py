@@ -82,17 +82,19 @@ class Archived:
 
     topic: str
     partition: int
-    offsets: tuple[int, ...]
+    offsets: tuple[int, ...]  # empty from a broker whose records_acknowledged does not name them
     cause: str
-    delivery_count: int
+    delivery_count: int | None  # None from a broker that does not say
     member_id: str | None
     seq: int
+    records: int
 
     def __str__(self) -> str:
         by = f" by {self.member_id}" if self.member_id else ""
         why = f"rejected{by}" if self.cause == "rejected" else f"{self.cause}{', held' + by if by else ''}"
-        where = f"{self.topic}-{self.partition} {_offsets_text(self.offsets)}"
-        return f"{where} (delivery count {self.delivery_count}, {why})"
+        which = _offsets_text(self.offsets) if self.offsets else f"{self.records} record(s)"
+        count = f"delivery count {self.delivery_count}, " if self.delivery_count is not None else ""
+        return f"{self.topic}-{self.partition} {which} ({count}{why})"
 
 
 def redeliveries_in(events: Iterable[JSON]) -> list[Redelivery]:
@@ -108,12 +110,15 @@ def archived_in(events: Iterable[JSON]) -> list[Archived]:
     for e in events:
         if e.get("event") == names.RECORDS_ARCHIVED:
             offsets, cause, count = _expand(e["offsets"]), str(e.get("cause", "delivery_limit")), e["delivery_count"]
+            records = int(e.get("records", len(offsets)))
         elif e.get("event") == names.RECORDS_ACKNOWLEDGED and e.get("rejected"):
             offsets, cause, count = _expand(e.get("rejected_offsets", [])), "rejected", e.get("rejected_delivery_count")
+            records = int(e["rejected"])
         else:
             continue
+        delivery_count = None if count is None else int(count)
         where = (e["topic"], e["partition"])
-        found.append(Archived(*where, offsets, cause, int(count or 0), e.get("member_id"), int(e["seq"])))
+        found.append(Archived(*where, offsets, cause, delivery_count, e.get("member_id"), int(e["seq"]), records))
     return found
 
 
@@ -254,6 +259,7 @@ class ShareControl:
         """Fail at once if the share group has archived a record (a REJECT, or the delivery count limit), naming
         each with its offsets and delivery count, as far back as the group's buffered events go. ``with`` (or
         ``async with``) it to check again at the end of the block. A group that does not exist archived nothing."""
+        self._share_detail(group)  # another type of group: ValueError, not a check that cannot fail
         check = ArchiveCheck(self, group)
         check.verify()
         return check
@@ -264,6 +270,8 @@ class ShareControl:
         """``with``/``async with``: fail unless the share group makes records available again (of this cause; each
         of these offsets, of any share-partition) during the block or within ``timeout`` seconds after it. Causes:
         ``release``, ``lock_expired``, ``session_closed``. ``.redeliveries`` holds what it saw."""
+        if cause is not None and cause not in names.RELEASE_CAUSES:
+            raise ValueError(f"no redelivery has cause {cause!r}: the causes are {', '.join(names.RELEASE_CAUSES)}")
         wanted = None if offsets is None else frozenset(offsets)
         return RedeliveryCheck(self, group, expect=True, cause=cause, offsets=wanted, timeout=timeout)
 
@@ -318,7 +326,7 @@ class ArchiveCheck:
     def verify(self) -> None:
         self.archived = self._control.archived(self.group)
         if self.archived:
-            count = sum(len(a.offsets) for a in self.archived)
+            count = sum(a.records for a in self.archived)
             listed = "; ".join(str(a) for a in self.archived)
             raise AssertionError(f"share group {self.group!r} archived {count} record(s): {listed}")
 

@@ -207,3 +207,30 @@ def test_the_share_helpers_fail_naming_what_happened(pytester: pytest.Pytester) 
         consecutive=False,
     )
 
+
+
+OPTION_TESTS = """
+import pytest
+
+
+@pytest.fixture(scope="session")
+def group_broker_settings():
+    return {"group": {"share_delivery_count_limit": 4}}  # its own group entries win over the options
+
+
+def test_the_share_options_reach_the_broker(group_broker):
+    group = group_broker.settings.group
+    assert (group.share_record_lock_duration_ms, group.share_delivery_count_limit) == (1500, 4)
+    assert group.share_min_record_lock_duration_ms == 1000
+"""
+
+
+def test_the_share_options_set_the_lock_and_the_limit_and_refuse_bad_values(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI + "group_broker_share_delivery_count_limit = 3\n")
+    pytester.makepyfile(test_options=OPTION_TESTS)
+    result = pytester.runpytest_subprocess("--group-broker-share-record-lock-duration-ms=1500", timeout=60)
+    result.assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("--group-broker-share-record-lock-duration-ms=500")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*group_broker_share_record_lock_duration_ms = '500' is not a number within 1000 "
+                                 "and 60000*"])  # fmt: skip
