@@ -8,6 +8,8 @@ messages are matched. The broker's record lock is 1 s and its delivery limit 2 (
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import broker
@@ -234,3 +236,22 @@ def test_the_share_options_set_the_lock_and_the_limit_and_refuse_bad_values(pyte
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*group_broker_share_record_lock_duration_ms = '500' is not a number within 1000 "
                                  "and 60000*"])  # fmt: skip
+
+
+def test_the_guides_share_example_runs_as_written(pytester: pytest.Pytester) -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "pytest-plugin.md").read_text()
+    section = guide.split("### Share groups", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def group_broker_settings():
+            return {"topics": {"jobs": 1},
+                    "group": {"share_record_lock_duration_ms": 1000, "share_delivery_count_limit": 3}}
+        """
+    )
+    pytester.makepyfile(test_guide=example)
+    result = pytester.runpytest_subprocess(timeout=60)
+    result.assert_outcomes(passed=1)
