@@ -122,7 +122,7 @@ def archived_in(events: Iterable[JSON]) -> list[Archived]:
     return found
 
 
-def describe_share_partitions(partitions: Iterable[JSON], now_ms: int | None = None) -> str:
+def describe_share_partitions(partitions: Iterable[JSON]) -> str:
     """Each share-partition's offsets and counts, and (from the record view) its in-flight runs."""
     texts = []
     for p in partitions:

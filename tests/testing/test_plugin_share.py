@@ -3,7 +3,8 @@ fresh pytest with the plugin, real confluent-kafka ``ShareConsumer``s and a Prod
 
 ``wait_for_share``, ``share_records``, ``expect_redelivery`` (a RELEASE, a close, a lock expiry), ``no_redelivery``
 and ``assert_nothing_archived`` (a REJECT, the delivery limit); the checks that must fail are meant to, and their
-messages are matched. The broker's record lock is 1 s and its delivery limit 2 (``group_broker_settings``).
+messages are matched. The broker's record lock is 3 s (short, and long enough for a loaded machine to acknowledge
+within it) and its delivery limit 2 (``group_broker_settings``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, Ackno
 
 @pytest.fixture(scope="session")
 def group_broker_settings():
-    return {"topics": {"jobs": 1}, "group": {"share_record_lock_duration_ms": 1000, "share_delivery_count_limit": 2}}
+    return {"topics": {"jobs": 1}, "group": {"share_record_lock_duration_ms": 3000, "share_delivery_count_limit": 2}}
 
 
 def test_the_plugin_runs_this_trees_broker():
@@ -125,11 +126,14 @@ def test_a_closed_consumer_redelivers_what_it_held(group_broker, share):
 async def test_an_expired_lock_is_a_redelivery(group_broker, share):
     group, consumer = share
     [offset] = produce(group_broker, "slow")
-    async with group_broker.expect_redelivery(group, cause="lock_expired", timeout=5) as check:
-        receive(consumer, 1, decide=lambda message: None, commit=False)  # held past its 1 s lock
+    async with group_broker.expect_redelivery(group, cause="lock_expired", timeout=10) as check:
+        receive(consumer, 1, decide=lambda message: None, commit=False)  # held past its 3 s lock
     assert [r.offsets for r in check.redeliveries] == [(offset,)]
     rows = await group_broker.aio.share_records(group)
     assert [(r["offset"], r["state"], r["delivery_count"]) for r in rows] == [(offset, "available", 1)]
+    detail = await group_broker.aio.wait_for_share(group, members=1, partitions=1, timeout=5)
+    [partition] = detail["share_partitions"]
+    assert (partition["start_offset"], partition["available"], partition["redelivered_total"]) == (offset, 1, 0)
 """
 
 FAILING = """
@@ -248,8 +252,7 @@ def test_the_guides_share_example_runs_as_written(pytester: pytest.Pytester) -> 
 
         @pytest.fixture(scope="session")
         def group_broker_settings():
-            return {"topics": {"jobs": 1},
-                    "group": {"share_record_lock_duration_ms": 1000, "share_delivery_count_limit": 3}}
+            return {"topics": {"jobs": 1}}
         """
     )
     pytester.makepyfile(test_guide=example)
