@@ -136,6 +136,27 @@ async def test_an_expired_lock_is_a_redelivery(group_broker, share):
     assert (partition["start_offset"], partition["available"], partition["redelivered_total"]) == (offset, 1, 0)
 """
 
+MISUSE = """
+
+def test_what_is_refused_and_what_is_missing(group_broker):
+    from confluent_kafka import Consumer, TopicPartition
+    from broker.testing import WaitTimeout
+
+    with pytest.raises(ValueError, match="no redelivery has cause 'lock_expiry': the causes are release, "
+                                         "lock_expired, session_closed"):
+        group_broker.expect_redelivery("anyone", cause="lock_expiry")
+    assert group_broker.assert_nothing_archived("nobody").archived == []  # no group, nothing archived
+    with pytest.raises(WaitTimeout, match="share group 'nobody' did not reach members=1 within 0.2 s: the broker "
+                                          "has no such group"):
+        group_broker.wait_for_share("nobody", members=1, timeout=0.2)
+    classic = f"classic-{uuid.uuid4().hex[:8]}"
+    committer = Consumer({"bootstrap.servers": group_broker.bootstrap, "group.id": classic})
+    committer.commit(offsets=[TopicPartition("jobs", 0, 0)], asynchronous=False)
+    committer.close()
+    with pytest.raises(ValueError, match=f"group '{classic}' is a classic group, not a share group"):
+        group_broker.assert_nothing_archived(classic)
+"""
+
 FAILING = """
 def test_an_idle_block_is_no_redelivery(group_broker, share):
     group, consumer = share
@@ -185,9 +206,9 @@ def generated(pytester: pytest.Pytester, body: str) -> None:
 
 
 def test_the_share_helpers_pass_on_redeliveries_and_finished_records(pytester: pytest.Pytester) -> None:
-    generated(pytester, PASSING)
+    generated(pytester, PASSING + MISUSE)
     result = pytester.runpytest_subprocess(timeout=120)
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
 
 
 def test_the_share_helpers_fail_naming_what_happened(pytester: pytest.Pytester) -> None:
