@@ -20,7 +20,7 @@ import re
 import struct
 from functools import cache
 
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey, advertised_versions
 from protocol.varint import encode_uvarint
 
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
@@ -67,9 +67,10 @@ def decode_api_versions(frame: bytes) -> ApiVersionsRequest | None:
 
 
 @cache
-def _body(version: int) -> bytes:
-    """The answer's body for ``version``, error none: every key we serve, in key order."""
-    keys = sorted(SUPPORTED_VERSIONS.items())
+def _body(version: int, share_groups: bool) -> bytes:
+    """The answer's body for ``version``, error none: every key we serve, in key order (the share APIs only when
+    share groups are on)."""
+    keys = advertised_versions(share_groups)
     if version < FLEXIBLE_FROM:
         body = b"\x00\x00" + struct.pack(">i", len(keys))
         body += b"".join(_KEY.pack(key, low, high) for key, (low, high) in keys)
@@ -79,7 +80,7 @@ def _body(version: int) -> bytes:
     return body + b"\x00\x00\x00\x00" + b"\x00"  # ThrottleTimeMs 0, no tagged fields
 
 
-def encode_api_versions_answer(version: int, correlation_id: int) -> bytes:
+def encode_api_versions_answer(version: int, correlation_id: int, share_groups: bool = True) -> bytes:
     """The whole frame: size, response header v0, body."""
-    body = _body(version)
+    body = _body(version, share_groups)
     return _SIZE_CORRELATION.pack(4 + len(body), correlation_id) + body

@@ -122,6 +122,27 @@ SUPPORTED_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType(
 )
 
 
+# The APIs that share.version gates (Kafka's ApiVersionManager leaves them out of ApiVersions when it is 0).
+SHARE_APIS: frozenset[int] = frozenset(
+    {
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        ApiKey.SHARE_FETCH,
+        ApiKey.SHARE_ACKNOWLEDGE,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+    }
+)
+
+
+def advertised_versions(share_groups: bool) -> list[tuple[int, tuple[int, int]]]:
+    """What ApiVersions lists, in key order: every supported API, less the share APIs when share groups are off."""
+    return sorted(
+        (key, versions) for key, versions in SUPPORTED_VERSIONS.items() if share_groups or key not in SHARE_APIS
+    )
+
+
 def api_name(api_key: int) -> str:
     try:
         return ApiKey(api_key).name

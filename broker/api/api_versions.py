@@ -11,22 +11,22 @@ from kio.static.primitive import i16
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call
 from protocol.api_versions import SOFTWARE_NAME_VERSION
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.apis import ApiKey, advertised_versions
 from protocol.codec import build, nested, response_schema
 
 
 @cache  # the table is fixed, and every client's first request (and each formed group's leader, in benchmarks) asks
-def _api_keys(entry_cls: type) -> tuple[Any, ...]:
+def _api_keys(entry_cls: type, share_groups: bool = True) -> tuple[Any, ...]:
     return tuple(
         entry_cls(api_key=i16(key), min_version=i16(low), max_version=i16(high))
-        for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+        for key, (low, high) in advertised_versions(share_groups)
     )
 
 
 def api_versions(ctx: ApiContext, call: Call, body: Any) -> Any:
     if body is None:
         # A version newer than ours: Kafka answers with a v0 body that lists what it supports.
-        return unsupported_version_response()
+        return unsupported_version_response(ctx.coordinator.config.share_groups_enabled)
     cls = response_schema(ApiKey.API_VERSIONS, call.api_version)
     if call.api_version >= 3 and not (
         SOFTWARE_NAME_VERSION.fullmatch(body.client_software_name)
@@ -37,11 +37,12 @@ def api_versions(ctx: ApiContext, call: Call, body: Any) -> Any:
     return build(
         cls,
         error_code=ErrorCode.none,
-        api_keys=_api_keys(nested(cls, "ApiVersion")),
+        api_keys=_api_keys(nested(cls, "ApiVersion"), ctx.coordinator.config.share_groups_enabled),
         throttle_time=NO_THROTTLE,
     )
 
 
-def unsupported_version_response() -> Any:
+def unsupported_version_response(share_groups: bool = True) -> Any:
     cls = response_schema(ApiKey.API_VERSIONS, 0)
-    return build(cls, error_code=ErrorCode.unsupported_version, api_keys=_api_keys(nested(cls, "ApiVersion")))
+    keys = _api_keys(nested(cls, "ApiVersion"), share_groups)
+    return build(cls, error_code=ErrorCode.unsupported_version, api_keys=keys)

@@ -149,6 +149,14 @@ class GroupConfig:
         "most in-flight records of one share-partition (100-10000)",
         kafka="group.share.partition.max.record.locks",
     ).field()
+    # Kafka 4.1+ switches share groups on and off with the finalized feature share.version (1 by default in 4.2),
+    # not with a config; here it is a start-up setting (docs/spec/share-groups.md 2.7, checklist items 1 and 71).
+    share_version: int = Setting(
+        "share_version", 1, int,
+        "the share.version feature level: 0 leaves share groups out, as a Kafka 4.0 broker does (their seven APIs "
+        "unlisted in ApiVersions, a request anyway answered UNSUPPORTED_VERSION)",
+        kafka="share.version", bounds=(0, 1),
+    ).field()
     share_max_share_sessions: int = Setting(
         "group_share_max_share_sessions", 2000, int, "most share sessions this broker keeps",
         kafka="group.share.max.share.sessions",
@@ -238,6 +246,10 @@ class GroupConfig:
     @property
     def consumer_protocol_enabled(self) -> bool:
         return "consumer" in self.rebalance_protocols
+
+    @property
+    def share_groups_enabled(self) -> bool:
+        return self.share_version >= 1
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -31,6 +31,8 @@ from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kio.schema.errors import ErrorCode
+
 from broker.api.api_versions import unsupported_version_response
 from broker.api.base import NO_RESPONSE, ApiContext, Call, CloseConnection, InvalidRequest
 from broker.api.dispatch import HANDLERS
@@ -40,7 +42,7 @@ from broker.log import get_logger
 from broker.server.gates import Answer, Close, Delay, GateRequest, Verdict
 from broker.timing.deferred import Deferred
 from protocol.api_versions import decode_api_versions, encode_api_versions_answer
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey, api_name
+from protocol.apis import SHARE_APIS, SUPPORTED_VERSIONS, ApiKey, api_name
 from protocol.codec import Request, decode_request, encode_response, peek_client_id
 from protocol.consumer_heartbeat import decode_steady, encode_steady_answer
 from protocol.errors import ProtocolError
@@ -245,7 +247,8 @@ class RequestPipeline:
                         heartbeat_version = version
                         continue
                     if kind == _API_VERSIONS:
-                        out.append(encode_api_versions_answer(version, correlation_id))
+                        share_groups = self._api.coordinator.config.share_groups_enabled
+                        out.append(encode_api_versions_answer(version, correlation_id, share_groups))
                         answered.append((_API_VERSIONS, version))
                         continue
                     # The coordinator answers a steady beat only if the member is reconciled and nothing changed.
@@ -359,8 +362,12 @@ class RequestPipeline:
             self._io.run_now()
 
     def _dispatch(self, request: Request) -> Any:
+        share_groups = self._api.coordinator.config.share_groups_enabled
         if request.body is None:  # ApiVersions newer than we speak
-            return unsupported_version_response()
+            return unsupported_version_response(share_groups)
+        if not share_groups and request.api_key in SHARE_APIS:
+            # share.version 0: Kafka's KafkaApis answers each share API UNSUPPORTED_VERSION in its own shape.
+            return error_answer(request.api_key, request.api_version, request.body, ErrorCode.unsupported_version)
         handler = HANDLERS[request.api_key]
         return handler(self._api, Call(request.api_version, self._client), request.body)
 
