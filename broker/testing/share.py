@@ -243,7 +243,7 @@ class ShareControl:
                 return None
             raise
         if detail.get("group_type") != GroupType.SHARE:
-            raise ValueError(f"group {group!r} is a {detail.get('group_type')} group, not a share group: use wait_for")
+            raise ValueError(f"group {group!r} is a {detail.get('group_type')} group, not a share group")
         return detail
 
     def _partitions_text(self, group: str, detail: JSON | None = None) -> str:
