@@ -101,9 +101,8 @@ class ControlClient:
         return self._json("GET", f"/v1/groups/{quote(group_id)}")
 
     def share_partitions(self, group_id: str) -> JSON:
-        """A share group's share-partitions with their in-flight records: who holds which offsets, the delivery
-        counts and the locks (``GET /v1/groups/{group}/share-partitions``; 404 for a group that is not a share group).
-        """
+        """A share group's share-partitions with their in-flight records (``GET /v1/groups/{g}/share-partitions``):
+        ``group_id``, ``now_ms`` and ``partitions``; ControlError(404) for no such group or another type of group."""
         return self._json("GET", f"/v1/groups/{quote(group_id)}/share-partitions")
 
     def events(self, group_id: str, limit: int | None = None, since_seq: int | None = None) -> list[JSON]:

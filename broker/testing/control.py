@@ -20,54 +20,24 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import Any, Self
 
 from broker.control.client import ControlClient, ControlError
 from broker.coordinator.group_type import GroupType
 from broker.events import names
+from broker.testing.share import AsyncShare, ShareControl
+from broker.testing.waits import JSON, POLL_S, RECENT_EVENTS, WaitTimeout, describe_event, threaded
 
-JSON = dict[str, Any]
-P = ParamSpec("P")
-R = TypeVar("R")
-
-POLL_S = 0.05
-_RECENT_EVENTS = 8
-
-
-class WaitTimeout(TimeoutError, AssertionError):
-    """A group did not reach the shape ``wait_for`` asked for. An AssertionError too: in a test it is a failure."""
-
-
-def _threaded(function: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
-    """``function`` as a coroutine run in a worker thread, so the caller's event loop keeps running meanwhile."""
-
-    @functools.wraps(function)
-    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        return await asyncio.to_thread(function, *args, **kwargs)
-
-    return call
-
+__all__ = ["REBALANCE_EVENTS", "AsyncControl", "BrokerControl", "Fault", "RebalanceCheck", "WaitTimeout"]
 
 #: The events that start a rebalance: a classic group's, and a consumer group's epoch bump (docs/events.md).
 REBALANCE_EVENTS = frozenset({names.REBALANCE_STARTED, names.GROUP_EPOCH_BUMPED})
 
 
-def _describe_event(record: JSON) -> str:
-    extras = [
-        f"{name}={record[name]}"
-        for name in ("cause", "member_id", "generation_id", "group_epoch")
-        if record.get(name) is not None
-    ]
-    if record.get("event") == names.STATE_CHANGED:
-        extras.insert(0, f"{record.get('from')} -> {record.get('to')}")
-    text = f"#{record.get('seq')} {record.get('event')}"
-    return f"{text} ({', '.join(extras)})" if extras else text
-
-
-class BrokerControl:
+class BrokerControl(ShareControl):
     """The control API of a running broker, with waits and checks that fail a test with a readable message."""
 
     def __init__(self, admin_url: str | None = None, timeout: float = 10.0) -> None:
@@ -201,9 +171,9 @@ class BrokerControl:
             message += f", not reconciled: {'; '.join(waiting)}"
         if last.get("pending_members"):
             message += f", pending {last['pending_members']}"
-        recent = self.events(group)[-_RECENT_EVENTS:]
+        recent = self.events(group)[-RECENT_EVENTS:]
         if recent:
-            message += "; latest events: " + "; ".join(_describe_event(record) for record in recent)
+            message += "; latest events: " + "; ".join(describe_event(record) for record in recent)
         raise WaitTimeout(message)
 
     # -- disturbing -----------------------------------------------------------------------------------------
@@ -449,7 +419,7 @@ class RebalanceCheck:
 
     def _verdict(self) -> None:
         seen = "; ".join(
-            f"{_describe_event(r)}: {r['reason']}" if r.get("reason") else _describe_event(r) for r in self.rebalances
+            f"{describe_event(r)}: {r['reason']}" if r.get("reason") else describe_event(r) for r in self.rebalances
         )
         if not self._expect and self.rebalances:
             raise AssertionError(f"group {self.group!r} rebalanced during the block: {seen}")
@@ -462,30 +432,31 @@ class RebalanceCheck:
             )
 
 
-class AsyncControl:
+class AsyncControl(AsyncShare):
     """``BrokerControl``'s calls as coroutines; each runs in a worker thread while the caller's loop goes on."""
 
     def __init__(self, control: BrokerControl) -> None:
-        self.groups = _threaded(control.groups)
-        self.group = _threaded(control.group)
-        self.member_ids = _threaded(control.member_ids)
-        self.assignments = _threaded(control.assignments)
-        self.offsets = _threaded(control.offsets)
-        self.lag = _threaded(control.lag)
-        self.wait_for_assignment = _threaded(control.wait_for_assignment)
-        self.events = _threaded(control.events)
-        self.last_seq = _threaded(control.last_seq)
-        self.wait_for = _threaded(control.wait_for)
-        self.kick = _threaded(control.kick)
-        self.fence = _threaded(control.fence)
-        self.mark = _threaded(control.mark)
-        self.rebalance = _threaded(control.rebalance)
-        self.fault = _threaded(control.fault)
-        self.faults = _threaded(control.faults)
-        self.clear_faults = _threaded(control.clear_faults)
-        self.reset_offsets = _threaded(control.reset_offsets)
-        self.delete_offsets = _threaded(control.delete_offsets)
-        self.delete_group = _threaded(control.delete_group)
+        super().__init__(control)
+        self.groups = threaded(control.groups)
+        self.group = threaded(control.group)
+        self.member_ids = threaded(control.member_ids)
+        self.assignments = threaded(control.assignments)
+        self.offsets = threaded(control.offsets)
+        self.lag = threaded(control.lag)
+        self.wait_for_assignment = threaded(control.wait_for_assignment)
+        self.events = threaded(control.events)
+        self.last_seq = threaded(control.last_seq)
+        self.wait_for = threaded(control.wait_for)
+        self.kick = threaded(control.kick)
+        self.fence = threaded(control.fence)
+        self.mark = threaded(control.mark)
+        self.rebalance = threaded(control.rebalance)
+        self.fault = threaded(control.fault)
+        self.faults = threaded(control.faults)
+        self.clear_faults = threaded(control.clear_faults)
+        self.reset_offsets = threaded(control.reset_offsets)
+        self.delete_offsets = threaded(control.delete_offsets)
+        self.delete_group = threaded(control.delete_group)
 
 
 def _iso_duration(duration: timedelta) -> str:

@@ -36,6 +36,8 @@ R = TypeVar("R")
 # Kafka's own integration tests run with these: no 3 s wait before the first generation, short sessions allowed.
 # KIP-848 consumer groups (the broker sets their timers, docs/spec/consumer-groups.md section 7): a 500 ms heartbeat
 # interval, so members learn of a new target quickly, a 10 s session, and bounds low enough for a 1 s session.
+# KIP-932 share groups likewise (docs/spec/share-groups.md section 11), and a record lock may be as short as Kafka
+# allows (1 s, ``share_record_lock_duration_ms``); it stays 30 s unless a test shortens it.
 TEST_GROUP_CONFIG: dict[str, Any] = {
     "initial_rebalance_delay_ms": 0,
     "min_session_timeout_ms": 1000,
@@ -43,6 +45,11 @@ TEST_GROUP_CONFIG: dict[str, Any] = {
     "consumer_min_session_timeout_ms": 1000,
     "consumer_heartbeat_interval_ms": 500,
     "consumer_min_heartbeat_interval_ms": 100,
+    "share_session_timeout_ms": 10_000,
+    "share_min_session_timeout_ms": 1000,
+    "share_heartbeat_interval_ms": 500,
+    "share_min_heartbeat_interval_ms": 100,
+    "share_min_record_lock_duration_ms": 1000,
 }
 
 

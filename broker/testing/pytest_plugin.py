@@ -27,6 +27,12 @@ _CONSUMER_TIMERS = {
         "consumer_min_heartbeat_interval_ms",
     ),
 }
+# KIP-932 share groups' record lock and delivery limit (docs/spec/share-groups.md section 11.1), which the broker
+# (not the client) sets: option -> (GroupConfig field, lowest, highest value the test broker takes).
+_SHARE_SETTINGS = {
+    "group_broker_share_record_lock_duration_ms": ("share_record_lock_duration_ms", 1000, 60_000),
+    "group_broker_share_delivery_count_limit": ("share_delivery_count_limit", 2, 10),
+}
 
 # kafka-python 3.0.12 reads each of its protocol schemas with importlib.resources.read_text, deprecated on Python
 # 3.11 and 3.12: a user's test module that imports kafka-python got 218 DeprecationWarnings (issue 18), two per
@@ -55,6 +61,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         text = f"the {what} the broker gives KIP-848 consumer-group members, in ms ({kafka})"
         group.addoption("--" + option.replace("_", "-"), dest=option, default=None, help=text)
         parser.addini(option, text, default="")
+    for option, text in (
+        ("group_broker_share_record_lock_duration_ms",
+         "how long a share consumer holds the records it fetched before they are redelivered, in ms, 1000-60000 "
+         "(group.share.record.lock.duration.ms)"),
+        ("group_broker_share_delivery_count_limit",
+         "deliveries of a share-group record before it is archived, 2-10 (group.share.delivery.count.limit)"),
+    ):  # fmt: skip
+        group.addoption("--" + option.replace("_", "-"), dest=option, default=None, help=text)
+        parser.addini(option, text, default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,6 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Bad values fail the run at once, not at the first test that uses the broker.
     _scope(config)
     _consumer_timers(config)
+    _share_settings(config)
 
 
 def _scope(config: pytest.Config) -> Scope:
@@ -96,11 +112,29 @@ def _consumer_timers(config: pytest.Config) -> dict[str, int]:
     return fields
 
 
+def _share_settings(config: pytest.Config) -> dict[str, int]:
+    """GroupConfig fields from the share-group options (the command line over the ini file)."""
+    fields: dict[str, int] = {}
+    for option, (field, lowest, highest) in _SHARE_SETTINGS.items():
+        raw = str(config.getoption(option) or config.getini(option) or "").strip()
+        if not raw:
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            value = lowest - 1
+        if not lowest <= value <= highest:
+            raise pytest.UsageError(f"{option} = {raw!r} is not a number within {lowest} and {highest}")
+        fields[field] = value
+    return fields
+
+
 def _with_options(overrides: object, config: pytest.Config) -> object:
-    """``group_broker_settings`` with the consumer-group timer options under it: its own ``group`` entries win, and a
-    ``GroupConfig`` given whole is taken as it is."""
+    """``group_broker_settings`` with the consumer-group timer and share-group options under it: its own ``group``
+    entries win, and a ``GroupConfig`` given whole is taken as it is."""
     timers = _consumer_timers(config)
-    if not timers or not isinstance(overrides, dict):
+    share = _share_settings(config)
+    if not (timers or share) or not isinstance(overrides, dict):
         return overrides
     group = overrides.get("group")
     if group is None:
@@ -112,7 +146,7 @@ def _with_options(overrides: object, config: pytest.Config) -> object:
     for field, minimum in _CONSUMER_TIMERS.values():
         if field in timers:
             timers[minimum] = min(timers[minimum], TEST_GROUP_CONFIG[minimum])
-    return {**overrides, "group": {**timers, **group}}
+    return {**overrides, "group": {**timers, **share, **group}}
 
 
 @pytest.fixture(scope="session")

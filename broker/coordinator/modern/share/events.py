@@ -7,7 +7,7 @@ are given as ``[first, last]`` ranges, topics by name (a deleted topic by its id
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from broker.coordinator.group_type import GroupType
@@ -133,10 +133,14 @@ class ShareEventLog:
         self._emit(names.RECORDS_ACQUIRED, group_id, fields)
 
     def records_acknowledged(
-        self, group_id: str, topic_id: TopicId, partition: int, member_id: str, accepted: int, rejected: int
-    ) -> None:
+        self, group_id: str, topic_id: TopicId, partition: int, member_id: str, accepted: int, rejected: int,
+        rejected_records: Sequence[tuple[int, int]] = (),
+    ) -> None:  # fmt: skip
         fields = {"member_id": member_id, "topic": self.topic_name(topic_id), "partition": partition,
                   "accepted": accepted, "rejected": rejected}  # fmt: skip
+        if rejected_records:  # REJECT and GAP archive them: which, and at what delivery count
+            fields["rejected_offsets"] = offset_ranges(offset for offset, _ in rejected_records)
+            fields["rejected_delivery_count"] = max(count for _, count in rejected_records)
         self._emit(names.RECORDS_ACKNOWLEDGED, group_id, fields)
 
     def records_released(

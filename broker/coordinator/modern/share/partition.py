@@ -157,6 +157,7 @@ class Change:
     archived: list[tuple[int, int]] = field(default_factory=list)  # (offset, delivery count) archived at the limit
     accepted: int = 0
     rejected: int = 0
+    rejected_records: list[tuple[int, int]] = field(default_factory=list)  # (offset, delivery count) REJECT or GAP
     renewed: list[int] = field(default_factory=list)
 
 
@@ -345,6 +346,7 @@ class SharePartition:
                 self._finish(record, RecordState.ACKNOWLEDGED)
                 change.accepted += 1
             elif kind in (AcknowledgeType.REJECT, AcknowledgeType.GAP):
+                change.rejected_records.append((offset, record.delivery_count))
                 self._finish(record, RecordState.ARCHIVED)
                 change.rejected += 1
             elif kind == AcknowledgeType.RELEASE:

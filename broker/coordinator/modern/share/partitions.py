@@ -168,7 +168,9 @@ class SharePartitions:
             share.renew(change.renewed, renewal)
             self._lock(key, renewal, lock_ms)
         if change.accepted or change.rejected:
-            self.events.records_acknowledged(key[0], key[1], key[2], member_id, change.accepted, change.rejected)
+            self.events.records_acknowledged(
+                key[0], key[1], key[2], member_id, change.accepted, change.rejected, change.rejected_records
+            )
         self._report(key, member_id, "release", change)
         self._drop_finished_locks(key, share)
         return ErrorCode.none, None
