@@ -14,6 +14,7 @@ from kio.static.primitive import i32
 from protocol.codec import build, nested, response_schema
 
 if TYPE_CHECKING:  # annotations only: `serve` answers its first ApiVersions before the coordinator loads (issue 17)
+    from broker.cluster.routing import NodeRoute
     from broker.config.settings import Settings
     from broker.coordinator.client import Client
     from broker.coordinator.coordinator import GroupCoordinator
@@ -89,6 +90,9 @@ class ApiContext:
     # The control API's URL as this listener's clients reach it, for DescribeConfigs (broker/api/configs.py);
     # None when it is off or in bare tests.
     control_url: str | None = None
+    # This listener's node of a multi-node broker (issue 29: who coordinates and leads what); None for one node,
+    # which coordinates and leads everything, as before.
+    route: NodeRoute | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,4 +1,6 @@
-"""FindCoordinator (10): this broker coordinates every group and every transactional id.
+"""FindCoordinator (10): one node coordinates every group and every transactional id; with ``--nodes N`` (issue
+29) the coordinator is the leader of the key's ``__consumer_offsets`` / ``__transaction_state`` partition, the same
+answer from every node (docs/spec/cluster.md 1.2), COORDINATOR_NOT_AVAILABLE when that partition has no leader.
 
 Transaction keys (type 1) name this broker when it runs a transaction coordinator (transactions spec 2.2), else
 COORDINATOR_NOT_AVAILABLE. Share keys (v6) are answered COORDINATOR_NOT_AVAILABLE: the broker offers no such
@@ -29,10 +31,18 @@ def find_coordinator(ctx: ApiContext, call: Call, body: Any) -> Any:
     else:
         request_error = ErrorCode.invalid_request
     identity = ctx.identity
+    route = ctx.route
 
-    def locate(error: ErrorCode) -> dict[str, Any]:
+    def locate(error: ErrorCode, key: str = "") -> dict[str, Any]:
         if error is ErrorCode.none:
-            node, host, port = identity.node_id, identity.host, identity.port
+            if route is None:
+                node, host, port = identity.node_id, identity.host, identity.port
+            else:
+                layout = route.layout
+                node = layout.group_coordinator(key) if key_type == GROUP else layout.transaction_coordinator(key)
+                if node < 0 or node not in route.endpoints:
+                    return locate(ErrorCode.coordinator_not_available)
+                host, port = route.endpoints[node]
             return {"error_code": error, "node_id": i32(node), "host": host, "port": i32(port)}
         return {"error_code": error, "node_id": i32(-1), "host": "", "port": i32(-1)}
 
@@ -40,16 +50,18 @@ def find_coordinator(ctx: ApiContext, call: Call, body: Any) -> Any:
     key_error = ErrorCode.none if served else ErrorCode.coordinator_not_available
     if version < 4:
         error = request_error or key_error
-        return build(cls, throttle_time=NO_THROTTLE, error_message=ERROR_MESSAGES[error], **locate(error))
+        located = locate(error, body.key)
+        message = ERROR_MESSAGES[located["error_code"]]
+        return build(cls, throttle_time=NO_THROTTLE, error_message=message, **located)
 
     coordinator_cls = nested(cls, "Coordinator")
     entries = []
     for key in body.coordinator_keys:
         if request_error is not None:
-            message = ERROR_MESSAGES[request_error]
-            entries.append(build(coordinator_cls, key=key, error_message=message, **locate(request_error)))
+            refused = ERROR_MESSAGES[request_error]
+            entries.append(build(coordinator_cls, key=key, error_message=refused, **locate(request_error)))
         else:
-            entries.append(build(coordinator_cls, key=key, error_message=None, **locate(key_error)))
+            entries.append(build(coordinator_cls, key=key, error_message=None, **locate(key_error, key)))
     return build(cls, throttle_time=NO_THROTTLE, coordinators=tuple(entries))
 
 

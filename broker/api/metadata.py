@@ -1,4 +1,7 @@
-"""Metadata (3): this broker is the whole cluster, leader and only replica of every partition."""
+"""Metadata (3): one node is the whole cluster, leader and only replica of every partition; with ``--nodes N``
+(issue 29) the running nodes are the brokers, each partition has the leader, epoch, replicas and ISR the cluster
+layout gives it (docs/spec/cluster.md 4.1), LEADER_NOT_AVAILABLE when no replica runs, and the controller is the
+lowest running node."""
 
 from __future__ import annotations
 
@@ -25,20 +28,30 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
     identity = ctx.identity
     node = i32(identity.node_id)
 
-    def describe(topic: Topic) -> Any:
-        partitions = tuple(
-            build(
-                partition_cls,
-                error_code=ErrorCode.none,
-                partition_index=i32(index),
-                leader_id=node,
-                leader_epoch=i32(0),
-                replica_nodes=(node,),
-                isr_nodes=(node,),
-                offline_replicas=(),
-            )
-            for index in range(topic.partitions)
+    route = ctx.route
+
+    def partition(topic: Topic, index: int) -> Any:
+        if route is None:
+            return build(
+                partition_cls, error_code=ErrorCode.none, partition_index=i32(index), leader_id=node,
+                leader_epoch=i32(0), replica_nodes=(node,), isr_nodes=(node,), offline_replicas=(),
+            )  # fmt: skip
+        layout = route.layout
+        leadership = layout.leadership(topic.name, index)
+        replicas = leadership.replicas
+        return build(
+            partition_cls,
+            error_code=ErrorCode.none if leadership.leader >= 0 else ErrorCode.leader_not_available,
+            partition_index=i32(index),
+            leader_id=i32(leadership.leader),
+            leader_epoch=i32(leadership.epoch),
+            replica_nodes=tuple(i32(n) for n in replicas),
+            isr_nodes=tuple(i32(n) for n in replicas if layout.up[n]),
+            offline_replicas=tuple(i32(n) for n in replicas if not layout.up[n]),
         )
+
+    def describe(topic: Topic) -> Any:
+        partitions = tuple(partition(topic, index) for index in range(topic.partitions))
         return build(
             topic_cls,
             error_code=ErrorCode.none,
@@ -85,12 +98,24 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
                 answered.append(missing(name, ErrorCode.unknown_topic_or_partition))
         topics = tuple(answered)
 
+    if route is None:
+        brokers: tuple[Any, ...] = (
+            build(broker_cls, node_id=node, host=identity.host, port=i32(identity.port), rack=None),
+        )
+        controller = node
+    else:
+        brokers = tuple(
+            build(broker_cls, node_id=i32(n), host=route.endpoints[n][0], port=i32(route.endpoints[n][1]), rack=None)
+            for n in route.layout.running()
+            if n in route.endpoints
+        )
+        controller = i32(route.layout.controller())
     return build(
         cls,
         throttle_time=NO_THROTTLE,
-        brokers=(build(broker_cls, node_id=node, host=identity.host, port=i32(identity.port), rack=None),),
+        brokers=brokers,
         cluster_id=identity.cluster_id,
-        controller_id=node,
+        controller_id=controller,
         topics=topics,
         cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
         error_code=ErrorCode.none,

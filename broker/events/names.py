@@ -87,6 +87,16 @@ SHARE_EVENTS = frozenset(
     }
 )
 
+# Added within version 2 (issue 29): a multi-node broker's own chaos (docs/events.md, "Cluster"): a node stopped or
+# started, a partition's leader moved (with its new epoch), a coordinator partition unloaded on one node and loaded
+# on another. Their group_id is "".
+NODE_STOPPED = "node_stopped"
+NODE_STARTED = "node_started"
+LEADER_MOVED = "leader_moved"
+COORDINATOR_UNLOADED = "coordinator_unloaded"
+COORDINATOR_LOADED = "coordinator_loaded"
+CLUSTER_EVENTS = frozenset({NODE_STOPPED, NODE_STARTED, LEADER_MOVED, COORDINATOR_UNLOADED, COORDINATOR_LOADED})
+
 #: Every event of this format version. A reader counts others as unknown and skips them: a broker may add events
 #: within a version.
 EVENTS = frozenset(
@@ -115,6 +125,7 @@ EVENTS = frozenset(
         *TRANSACTION_EVENTS,
         *DISTURBANCE_EVENTS,
         *SHARE_EVENTS,
+        *CLUSTER_EVENTS,
     }
 )
 

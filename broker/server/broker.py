@@ -15,6 +15,7 @@ import dataclasses
 import importlib
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.api.base import ApiContext, BrokerIdentity
@@ -28,6 +29,7 @@ from broker.server.connection import Connection
 from broker.server.control_listener import ControlListener
 from broker.server.faults import FaultRules
 from broker.server.gates import FaultGate, Gate
+from broker.server.loop_timer import LoopTimer
 from broker.server.quotas import ConnectionQuotas, Slot
 from broker.server.stats import RequestStats
 from broker.timing.clock import Clock, SystemClock
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from broker.server.durable import DurableState
     from broker.server.event_tally import EventTally
     from broker.server.host import OpenConnection
+    from broker.server.nodes import NodeSet
     from broker.storage.delayed_fetch import DelayedFetches
     from broker.storage.partition_log import PartitionLog
     from broker.storage.topics import Topic, TopicRegistry
@@ -70,46 +73,6 @@ log = get_logger("server")  # structlog, imported at the first call (broker/log.
 
 _TRIM_AFTER_CLOSES = 1_000  # connections closed since the last trim that make a burst (``connection_closed``)
 _TRIM_DELAY_MS = 1_000  # the trim waits this long after the burst's last counted close, for the rest of it
-
-
-class LoopTimer:
-    """Drives a Purgatory from the event loop: one loop timer, at the earliest deadline."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock, purgatory: Purgatory) -> None:
-        self._loop = loop
-        self._clock = clock
-        self._purgatory = purgatory
-        self._handle: asyncio.TimerHandle | None = None
-        self._armed_for = 0
-        purgatory.set_wakeup(self.arm)
-        first = purgatory.next_deadline()
-        if first is not None:
-            self.arm(first)
-
-    def arm(self, deadline_ms: int) -> None:
-        if self._handle is not None:
-            if self._armed_for <= deadline_ms:
-                return
-            self._handle.cancel()
-        # +1 ms: the loop's clock may wake a hair early, and an early wake would find nothing due.
-        delay = max(deadline_ms - self._clock.now_ms() + 1, 0) / 1000
-        self._armed_for = deadline_ms
-        self._handle = self._loop.call_later(delay, self._fire)
-
-    def _fire(self) -> None:
-        self._handle = None
-        try:
-            self._purgatory.run_due()
-        except Exception:
-            log.exception("timer action failed")
-        upcoming = self._purgatory.next_deadline()
-        if upcoming is not None:
-            self.arm(upcoming)
-
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
 
 
 class Listener:
@@ -186,6 +149,10 @@ class BrokerServer:
             settings.max_connections, settings.max_connections_per_ip, settings.max_connections_per_ip_overrides
         )
         self._servers: list[Acceptor] = []  # one per listener
+        # The nodes (issue 29), made on first use: a one-node broker loads none of broker/cluster/ to answer.
+        self._nodes: NodeSet | None = None
+        # Every node's advertised address, by listener name (each node's Metadata lists the others on its own).
+        self.node_endpoints: dict[str, dict[int, tuple[str, int]]] = {}
         self.listeners: list[Listener] = []
         self._listening: list[dict[str, Any]] = []  # each listener's "broker listening" line, logged once up
         self._timer: LoopTimer | None = None
@@ -332,8 +299,9 @@ class BrokerServer:
             )
             self.control = control
         try:
-            for endpoint in self.settings.bind_endpoints():
-                await self._listen(endpoint)
+            for index in range(self.settings.cluster.nodes):
+                for endpoint in self.settings.bind_endpoints():
+                    await self._listen(endpoint, index)
         except OSError:
             await self._close_listeners()
             raise
@@ -359,18 +327,30 @@ class BrokerServer:
         if self.control is not None:
             self.control.announce()
 
-    async def _listen(self, endpoint: Endpoint) -> None:
+    async def _listen(self, endpoint: Endpoint, index: int = 0) -> None:
+        """One listener of node ``index`` (server/nodes.py: its port is the listener's + index)."""
         listener = Listener(endpoint.name)
+        node_id = self.settings.node_id + index
         # Kafka's "PLAINTEXT://:9092" (an empty host) listens on every interface.
-        acceptor = Acceptor(endpoint.name, await bind(endpoint.host, endpoint.port), self.quotas)
+        port = endpoint.port + index if endpoint.port else 0  # node i: the listener's port + i (server/nodes.py)
+        acceptor = Acceptor(endpoint.name, await bind(endpoint.host, port), self.quotas)
         self._servers.append(acceptor)
         listener.port = acceptor.port
         advertised_host, advertised_port = self.settings.advertised_for(endpoint, listener.port)
-        identity = BrokerIdentity(self.settings.node_id, advertised_host, advertised_port, self.settings.cluster_id)
+        if advertised_port != listener.port:  # an advertised port given: node i advertises the one i above it
+            advertised_port += index
+        identity = BrokerIdentity(node_id, advertised_host, advertised_port, self.settings.cluster_id)
+        endpoints = self.node_endpoints.setdefault(endpoint.name, {})
+        endpoints[node_id] = (advertised_host, advertised_port)
+        route = None
+        if self.settings.cluster.nodes > 1:
+            from broker.cluster.routing import NodeRoute
+
+            route = NodeRoute(self.nodes.layout, node_id, self.clock.now_ms, endpoints)
         control_url = self.control.url(advertised_host) if self.control is not None else None
         # Listeners share all state (producer ids included); only the addresses they hand out differ.
         listener.api = (
-            dataclasses.replace(self.listeners[0].api, identity=identity, control_url=control_url)
+            dataclasses.replace(self.listeners[0].api, identity=identity, control_url=control_url, route=route)
             if self.listeners
             else ApiContext(
                 self.coordinator,
@@ -381,6 +361,7 @@ class BrokerServer:
                 settings=self.settings,
                 transactions=self.transactions,
                 control_url=control_url,
+                route=route,
             )
         )
         self.listeners.append(listener)
@@ -396,11 +377,29 @@ class BrokerServer:
                 "host": endpoint.host,
                 "port": listener.port,
                 "advertised": f"{advertised_host}:{advertised_port}",
-                "node_id": self.settings.node_id,
+                "node_id": node_id,
                 "cluster_id": self.settings.cluster_id,
                 "initial_rebalance_delay_ms": self.settings.group.initial_rebalance_delay_ms,
             }
         )
+        if route is not None:
+            self._node_listens(node_id, acceptor, endpoint, listener, connection)
+
+    def _node_listens(
+        self, node_id: int, acceptor: Acceptor, endpoint: Endpoint, listener: Listener,
+        connection: Callable[[Slot], Connection],
+    ) -> None:
+        """Node ``node_id`` of several: its acceptor, and how it listens again after a stop (server/nodes.py)."""
+        node = self.nodes.nodes[node_id]
+        node.acceptors.append(acceptor)
+
+        async def listen_again() -> None:  # a stopped node starts again on the port it had
+            again = Acceptor(endpoint.name, await bind(endpoint.host, listener.port), self.quotas)
+            self._servers.append(again)
+            node.acceptors.append(again)
+            again.start(connection)
+
+        node.rebind.append(listen_again)
 
     async def _close_listeners(self) -> None:
         for server in self._servers:
@@ -410,6 +409,33 @@ class BrokerServer:
         if self.control is not None:
             await self.control.stop()
             self.control = None
+
+    @property
+    def nodes(self) -> NodeSet:
+        """The nodes of this process and the verbs on them (server/nodes.py), with the cluster layout."""
+        if self._nodes is None:
+            from broker.cluster.layout import ClusterLayout
+            from broker.server.nodes import NodeSet
+
+            settings = self.settings
+            cluster = settings.cluster
+            layout = ClusterLayout(
+                [settings.node_id + index for index in range(cluster.nodes)],
+                offsets_partitions=cluster.offsets_topic_num_partitions,
+                transaction_partitions=cluster.transaction_state_log_num_partitions,
+                replication_factor=cluster.default_replication_factor or None,
+                topics=lambda: [(topic.name, topic.partitions) for topic in self.topics.all()],
+                log_end=self._log_end,
+            )
+            self._nodes = NodeSet(
+                layout, self.events, lambda: self.connections, self.clock.now_ms, cluster.coordinator_load_delay_ms
+            )
+        return self._nodes
+
+    def _log_end(self, name: str, partition: int) -> int:
+        topic = self.topics.get(name)
+        log = topic.log(partition) if topic is not None else None
+        return log.next_offset if log is not None else 0
 
     def _partition_count(self, name: str) -> int | None:
         topic = self.topics.get(name)

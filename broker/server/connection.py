@@ -42,6 +42,7 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._drain_scheduled = False
         self.pipeline = RequestPipeline(host, api, self)
+        self.node_id = api.identity.node_id  # whose connection it is: stopping a node drops it (server/nodes.py)
 
     @property
     def peer(self) -> str:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.api.api_versions import unsupported_version_response
 from broker.api.base import NO_RESPONSE, ApiContext, Call, CloseConnection, InvalidRequest
 from broker.api.dispatch import HANDLERS
-from broker.api.routes import error_answer, unsupported_version_answer
+from broker.api.routes import error_answer, request_identity, unsupported_version_answer
 from broker.coordinator.client import Client
 from broker.log import get_logger
 from broker.server.gates import Answer, Close, Delay, GateRequest, Verdict
@@ -187,6 +187,7 @@ class RequestPipeline:
         try:
             queue = self.requests
             coordinator = self._host.coordinator
+            route = self._api.route  # None on a single-node broker: it coordinates every group
             armed = False  # one truth test per gate and pass: none armed, nothing more to pay
             for gate in self._host.gates:
                 if gate.armed:
@@ -236,7 +237,12 @@ class RequestPipeline:
                 if kind != _GENERIC and (client_id == self._client_id_raw or self._learn_client_id(client_id)):
                     if kind == _HEARTBEAT:
                         try:
-                            error = coordinator.heartbeat(group_id, generation_id, member_id, instance_id)
+                            # A multi-node broker's other nodes answer NOT_COORDINATOR (cluster/routing.py).
+                            routed = route.group_error(group_id) if route is not None else None
+                            if routed is None:
+                                error = coordinator.heartbeat(group_id, generation_id, member_id, instance_id)
+                            else:
+                                error = routed
                         except Exception:
                             self._fail("HEARTBEAT")
                             break
@@ -249,8 +255,13 @@ class RequestPipeline:
                         out.append(encode_api_versions_answer(version, correlation_id, share_groups))
                         answered.append((_API_VERSIONS, version))
                         continue
-                    # The coordinator answers a steady beat only if the member is reconciled and nothing changed.
-                    interval = coordinator.consumer_heartbeat_steady(group_id, member_id, epoch, self._client_id)
+                    # The coordinator answers a steady beat only if the member is reconciled and nothing changed
+                    # (and, with several nodes, only on the group's coordinator: the generic path answers the rest).
+                    interval = (
+                        coordinator.consumer_heartbeat_steady(group_id, member_id, epoch, self._client_id)
+                        if route is None or route.group_error(group_id) is None
+                        else None
+                    )
                     if interval is not None:
                         out.append(encode_steady_answer(correlation_id, raw_member_id, epoch, interval))
                         steady_beats += 1
@@ -367,6 +378,12 @@ class RequestPipeline:
         if not share_groups and request.api_key in SHARE_APIS:
             # share.version 0: Kafka's KafkaApis answers each share API UNSUPPORTED_VERSION in its own shape.
             return unsupported_version_answer(request.api_key, request.api_version, request.body)
+        route = self._api.route
+        if route is not None and route.keyed(request.api_key):
+            named = request_identity(request.api_key, request.body)
+            routed = route.request_error(request.api_key, named.group_id, named.transactional_id)
+            if routed is not None:
+                return error_answer(request.api_key, request.api_version, request.body, routed)
         handler = HANDLERS[request.api_key]
         return handler(self._api, Call(request.api_version, self._client), request.body)
 

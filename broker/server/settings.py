@@ -203,3 +203,40 @@ ADMIN_PORT = Setting(  # its default, when taken and not asked for, gives way to
     "for, gives way to a free one)",
     bounds=(-1, 65535),
 )
+
+
+# -- the nodes of this process (issue 29; docs/spec/cluster.md 8.1) ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """A bare ``ClusterConfig()`` is today's broker: one node, Kafka's 50 internal partitions each."""
+
+    nodes: int = Setting(
+        "nodes", 1, int,
+        "nodes in this process: node i has node id --node-id + i and listens on each listener's port + i; "
+        "partitions and group coordinators are spread over them, and the control API stops and starts them",
+        bounds=(1, 64),
+    ).field()
+    offsets_topic_num_partitions: int = Setting(
+        "offsets_topic_num_partitions", 50, int,
+        "__consumer_offsets partitions: a group's coordinator is the leader of partition "
+        "abs(hashCode(group id)) modulo this (kept by a data directory, which refuses another value)",
+        kafka="offsets.topic.num.partitions", bounds=(1, 10_000),
+    ).field()
+    transaction_state_log_num_partitions: int = Setting(
+        "transaction_state_log_num_partitions", 50, int,
+        "__transaction_state partitions, likewise for transactional ids", kafka="transaction.state.log.num.partitions",
+        bounds=(1, 10_000),
+    ).field()
+    default_replication_factor: int = Setting(
+        "default_replication_factor", 0, int,
+        "replicas of each partition, placed round robin over the nodes; 0 is min(3, --nodes)",
+        kafka="default.replication.factor", kafka_default="1", shown_default="min(3, nodes)", bounds=(0, 64),
+    ).field()
+    coordinator_load_delay_ms: int = Setting(
+        "coordinator_load_delay_ms", 0, int,
+        "how long a node that gains a coordinator partition answers COORDINATOR_LOAD_IN_PROGRESS for its groups and "
+        "transactional ids (a chaos knob; the control API changes it at run time)",
+        bounds=(0, 3_600_000),
+    ).field()

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+# Kafka's partitionFor, one implementation for groups and transactional ids (docs/spec/cluster.md 1.1, 1.3).
+from broker.cluster.hashing import java_string_hash as java_string_hash
+from broker.cluster.hashing import partition_for as partition_for
+
 TopicPartition = tuple[str, int]
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -129,18 +133,3 @@ def error_for_version(api: str, api_version: int, error: ErrorCode) -> ErrorCode
     if error is ErrorCode.producer_fenced and api_version < _FENCED_REWRITTEN_BELOW.get(api, 0):
         return ErrorCode.invalid_producer_epoch
     return error
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
-    data = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(key: str, partitions: int) -> int:
-    """``Utils.abs(key.hashCode) % partitions``: the group's ``__consumer_offsets`` partition (section 2.6)."""
-    h = java_string_hash(key)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions

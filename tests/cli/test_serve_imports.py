@@ -91,8 +91,9 @@ DEFERRED = (
 # pulls a package onto the start-up path fails here, and either moves it off or raises the ceiling knowingly.
 MAX_MODULES = 255
 # 50 since issue 27: the producer id allocator (broker/transactions/producer_ids.py, stdlib only) exists before
-# the first answer, as the counter it replaced did.
-MAX_OWN_MODULES = 50
+# the first answer, as the counter it replaced did. 51 since issue 29: the loop timer moved out of
+# broker/server/broker.py into its own module (the same code; broker.py had reached the 600-line limit).
+MAX_OWN_MODULES = 51
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,235 @@
+"""The nodes of a multi-node broker and who leads what: a pure state machine (no I/O; time from the caller).
+
+Placement follows docs/spec/cluster.md 4.5, as a one-process cluster does it: every node shares one store per
+partition, so replicas are bookkeeping. Partition p of a topic with replication factor RF has the replicas
+``nodes[(p + k) % N]`` for k < RF, the first one preferred; the leader is the first running replica, -1 when none
+runs. Every change of leader raises the partition's leader epoch and records, at election time and before any new
+record, that the new epoch starts at the log end offset (Partition.makeLeader's
+``maybeAssignEpochStartOffset``): that is what makes OffsetForLeaderEpoch right after a move (4.4). The internal
+topics ``__consumer_offsets`` and ``__transaction_state`` are placed the same way; a group's coordinator is the
+leader of its partition (1.2), so moving a coordinator is moving that leader, with every key hashed there.
+
+Leaderships are made on first use: a topic created while a node is down starts with the first running replica.
+``stop`` makes every partition first, so that none the node led is missed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from broker.cluster.hashing import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
+
+NO_LEADER = -1
+UNDEFINED = (-1, -1)  # OffsetForLeaderEpoch's UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+
+
+class LastRunningNode(Exception):
+    """Stopping the last running node (the control API's 409)."""
+
+
+class UnknownNode(Exception):
+    pass
+
+
+@dataclass
+class Leadership:
+    """One partition's replicas, leader and leader epoch, and its leader-epoch cache (LeaderEpochFileCache)."""
+
+    replicas: tuple[int, ...]
+    leader: int
+    epoch: int = 0
+    # (epoch, start offset), oldest first. Epoch 0 starts at offset 0: what a single node has always stamped.
+    epochs: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """A leader change: the partition, its new leader (-1: offline) and epoch, and the leader before."""
+
+    topic: str
+    partition: int
+    leader: int
+    epoch: int
+    previous: int
+
+
+class ClusterLayout:
+    """Nodes by id, in the order given (node i of ``serve --nodes N`` is ``node_ids[i]``)."""
+
+    def __init__(
+        self,
+        node_ids: Sequence[int],
+        *,
+        offsets_partitions: int = 50,
+        transaction_partitions: int = 50,
+        replication_factor: int | None = None,
+        topics: Callable[[], Iterable[tuple[str, int]]] = lambda: (),
+        log_end: Callable[[str, int], int] = lambda _topic, _partition: 0,
+    ) -> None:
+        if not node_ids:
+            raise ValueError("a cluster needs at least one node")
+        self.order = tuple(node_ids)
+        self.up = dict.fromkeys(self.order, True)
+        self.offsets_partitions = offsets_partitions
+        self.transaction_partitions = transaction_partitions
+        self.replication_factor = replication_factor or min(3, len(self.order))
+        self._topics = topics
+        self._log_end = log_end
+        self._leaderships: dict[tuple[str, int], Leadership] = {}
+        # Internal partitions still loading on their new leader, until when (clock ms): see begin_load.
+        self.loading: dict[tuple[str, int], float] = {}
+        # Who leads each internal partition, by index: read on every coordinator request of a multi-node broker.
+        self.group_coordinators = [self.leadership(OFFSETS_TOPIC, p).leader for p in range(offsets_partitions)]
+        self.transaction_coordinators = [
+            self.leadership(TRANSACTION_TOPIC, p).leader for p in range(transaction_partitions)
+        ]
+
+    # -- nodes ---------------------------------------------------------------------------------------------------
+
+    def running(self) -> list[int]:
+        return [node for node in self.order if self.up[node]]
+
+    def controller(self) -> int:
+        """The lowest running node id (Kafka: a random alive broker; never a stopped one), -1 if none runs."""
+        running = self.running()
+        return min(running) if running else NO_LEADER
+
+    def _known(self, node: int) -> None:
+        if node not in self.up:
+            raise UnknownNode(f"no node {node}: the nodes are {', '.join(map(str, self.order))}")
+
+    def stop(self, node: int) -> list[Moved]:
+        """The node stops: every partition it led goes to its next running replica, epoch + 1 (4.5)."""
+        self._known(node)
+        if not self.up[node]:
+            return []
+        if self.running() == [node]:
+            raise LastRunningNode(f"node {node} is the last running node")
+        self._make_all()
+        self.up[node] = False
+        moves = []
+        for (topic, partition), leadership in self._leaderships.items():
+            if leadership.leader == node:
+                moves.append(self._elect(topic, partition, leadership, self._first_running(leadership.replicas)))
+        return moves
+
+    def start(self, node: int) -> list[Moved]:
+        """The node runs again and rejoins every ISR; it leads nothing, except partitions that had no running
+        replica at all (they come back online with it)."""
+        self._known(node)
+        if self.up[node]:
+            return []
+        self.up[node] = True
+        moves = []
+        for (topic, partition), leadership in self._leaderships.items():
+            if leadership.leader == NO_LEADER and node in leadership.replicas:
+                moves.append(self._elect(topic, partition, leadership, node))
+        return moves
+
+    # -- partitions ----------------------------------------------------------------------------------------------
+
+    def replicas_for(self, partition: int, replication_factor: int | None = None) -> tuple[int, ...]:
+        count = len(self.order)
+        factor = min(replication_factor or self.replication_factor, count)
+        return tuple(self.order[(partition + k) % count] for k in range(factor))
+
+    def leadership(self, topic: str, partition: int) -> Leadership:
+        found = self._leaderships.get((topic, partition))
+        if found is None:
+            replicas = self.replicas_for(partition)
+            found = self._leaderships[(topic, partition)] = Leadership(replicas, self._first_running(replicas))
+        return found
+
+    def isr(self, topic: str, partition: int) -> tuple[int, ...]:
+        return tuple(node for node in self.leadership(topic, partition).replicas if self.up[node])
+
+    def move_leader(self, topic: str, partition: int, node: int | None = None) -> Moved:
+        """Make ``node`` the leader (None: the preferred replica), epoch + 1. A running node that is not a replica
+        becomes one, first in the list."""
+        leadership = self.leadership(topic, partition)
+        target = leadership.replicas[0] if node is None else node
+        self._known(target)
+        if not self.up[target]:
+            raise ValueError(f"node {target} is stopped")
+        if target not in leadership.replicas:
+            leadership.replicas = (target, *leadership.replicas[:-1]) if leadership.replicas else (target,)
+        return self._elect(topic, partition, leadership, target)
+
+    def forget_topic(self, topic: str) -> None:
+        for key in [key for key in self._leaderships if key[0] == topic]:
+            del self._leaderships[key]
+
+    def end_offset_for(self, topic: str, partition: int, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch as LeaderEpochFileCache.endOffsetFor answers it (4.4): (epoch, end offset)."""
+        if epoch < 0:
+            return UNDEFINED
+        leadership = self.leadership(topic, partition)
+        epochs = leadership.epochs
+        if epoch == epochs[-1][0]:
+            return epoch, self._log_end(topic, partition)
+        if epoch > epochs[-1][0]:
+            return UNDEFINED
+        if epoch < epochs[0][0]:
+            return epoch, epochs[0][1]
+        for index, (entry_epoch, _start) in enumerate(epochs):
+            if entry_epoch > epoch:
+                return epochs[index - 1][0], epochs[index][1]
+        return UNDEFINED  # not reached: the last entry is above ``epoch``
+
+    # -- coordinators --------------------------------------------------------------------------------------------
+
+    def group_partition(self, group_id: str) -> int:
+        return partition_for(group_id, self.offsets_partitions)
+
+    def transaction_partition(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.transaction_partitions)
+
+    def group_coordinator(self, group_id: str) -> int:
+        return self.group_coordinators[partition_for(group_id, self.offsets_partitions)]
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        return self.transaction_coordinators[partition_for(transactional_id, self.transaction_partitions)]
+
+    def begin_load(self, topic: str, partition: int, now_ms: float, delay_ms: int) -> None:
+        """The new leader of an internal partition loads it: COORDINATOR_LOAD_IN_PROGRESS until ``now + delay``
+        (docs/spec/cluster.md 2.6: the broker shares one state, so a load takes no time unless a delay is set)."""
+        if delay_ms > 0:
+            self.loading[(topic, partition)] = now_ms + delay_ms
+        else:
+            self.loading.pop((topic, partition), None)
+
+    def is_loading(self, topic: str, partition: int, now_ms: float) -> bool:
+        until = self.loading.get((topic, partition))
+        if until is None:
+            return False
+        if now_ms >= until:
+            del self.loading[(topic, partition)]
+            return False
+        return True
+
+    # -- internals -----------------------------------------------------------------------------------------------
+
+    def _first_running(self, replicas: tuple[int, ...]) -> int:
+        return next((node for node in replicas if self.up[node]), NO_LEADER)
+
+    def _make_all(self) -> None:
+        for topic, partitions in self._topics():
+            for partition in range(partitions):
+                self.leadership(topic, partition)
+
+    def _elect(self, topic: str, partition: int, leadership: Leadership, leader: int) -> Moved:
+        previous = leadership.leader
+        leadership.leader = leader
+        leadership.epoch += 1
+        start = self._log_end(topic, partition)
+        # LeaderEpochFileCache.assign: an epoch starting where the last one did replaces it.
+        if leadership.epochs and leadership.epochs[-1][1] == start:
+            leadership.epochs[-1] = (leadership.epoch, start)
+        else:
+            leadership.epochs.append((leadership.epoch, start))
+        if topic == OFFSETS_TOPIC:
+            self.group_coordinators[partition] = leader
+        elif topic == TRANSACTION_TOPIC:
+            self.transaction_coordinators[partition] = leader
+        return Moved(topic, partition, leader, leadership.epoch, previous)

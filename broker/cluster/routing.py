@@ -1,0 +1,94 @@
+"""What one node of a multi-node broker answers a request for a key it may not own (docs/spec/cluster.md 1.2, 2.1).
+
+Requests that need the group coordinator, sent to a node that does not lead the group's ``__consumer_offsets``
+partition, answer NOT_COORDINATOR (CoordinatorRuntime.contextOrThrow); while the node still loads that partition,
+COORDINATOR_LOAD_IN_PROGRESS. Transactional ids likewise over ``__transaction_state``
+(TransactionStateManager.getAndMaybeAddTransactionState). A single-node broker has no route at all
+(``ApiContext.route`` is None), so none of this costs it anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kio.schema.errors import ErrorCode
+
+from broker.cluster.hashing import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
+from broker.cluster.layout import ClusterLayout
+from protocol.apis import ApiKey
+
+# The requests the group coordinator serves, routed by the group id they name (KafkaApis hands them to the
+# GroupCoordinator; CoordinatorRuntime answers NOT_COORDINATOR for a partition it does not host). A request naming
+# several groups (DescribeGroups, OffsetFetch v8+) is routed by its first: clients batch them by coordinator.
+GROUP_KEYED: frozenset[int] = frozenset(
+    {
+        ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH, ApiKey.TXN_OFFSET_COMMIT, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS,
+        ApiKey.OFFSET_DELETE, ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE,
+        ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+    }
+)  # fmt: skip
+# The transaction coordinator's, by transactional id (an InitProducerId without one is any node's to answer).
+TRANSACTION_KEYED: frozenset[int] = frozenset(
+    {ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN}
+)
+
+
+class NodeRoute:
+    """One node's view: does it coordinate this key, does it lead this partition."""
+
+    __slots__ = ("endpoints", "layout", "node_id", "now_ms")
+
+    def __init__(
+        self,
+        layout: ClusterLayout,
+        node_id: int,
+        now_ms: Callable[[], float],
+        endpoints: dict[int, tuple[str, int]],
+    ) -> None:
+        self.layout = layout
+        self.node_id = node_id
+        self.now_ms = now_ms
+        # Every node's advertised (host, port) on this listener's name: Metadata and FindCoordinator hand them out.
+        self.endpoints = endpoints
+
+    def group_error(self, group_id: str) -> ErrorCode | None:
+        """None when this node coordinates ``group_id`` and has loaded it; else the error to answer."""
+        layout = self.layout
+        partition = partition_for(group_id, layout.offsets_partitions)
+        if layout.group_coordinators[partition] != self.node_id:
+            return ErrorCode.not_coordinator
+        if layout.loading and layout.is_loading(OFFSETS_TOPIC, partition, self.now_ms()):
+            return ErrorCode.coordinator_load_in_progress
+        return None
+
+    def transaction_error(self, transactional_id: str) -> ErrorCode | None:
+        layout = self.layout
+        partition = partition_for(transactional_id, layout.transaction_partitions)
+        if layout.transaction_coordinators[partition] != self.node_id:
+            return ErrorCode.not_coordinator
+        if layout.loading and layout.is_loading(TRANSACTION_TOPIC, partition, self.now_ms()):
+            return ErrorCode.coordinator_load_in_progress
+        return None
+
+    @staticmethod
+    def keyed(api_key: int) -> bool:
+        """Whether a coordinator owns requests of this API (the pipeline asks before it reads their ids)."""
+        return api_key in GROUP_KEYED or api_key in TRANSACTION_KEYED
+
+    def request_error(self, api_key: int, group_id: str | None, transactional_id: str | None) -> ErrorCode | None:
+        """The error a coordinator request gets on this node (None: serve it): by its group id, or its
+        transactional id for the transaction coordinator's APIs."""
+        if api_key in GROUP_KEYED:
+            return None if group_id is None else self.group_error(group_id)
+        if api_key in TRANSACTION_KEYED and transactional_id is not None:
+            return self.transaction_error(transactional_id)
+        return None
+
+    def coordinates_group(self, group_id: str) -> bool:
+        """Whether ListGroups on this node lists the group (each node lists the groups it coordinates)."""
+        return self.layout.group_coordinator(group_id) == self.node_id
+
+    def leads(self, topic: str, partition: int) -> bool:
+        return self.layout.leadership(topic, partition).leader == self.node_id

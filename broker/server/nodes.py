@@ -1,0 +1,183 @@
+"""The nodes of ``serve --nodes N`` (issue 29; docs/spec/cluster.md 4, 8): their listeners, and what stopping,
+starting and moving does to the broker.
+
+Node i (0-based) has node id ``--node-id + i`` and listens on each listener's port + i (an ephemeral port when the
+listener's is 0), advertising its own address; every node shares the broker's state. ``broker/cluster/layout.py``
+decides who leads what; this module applies it: it closes a stopped node's sockets and connections, tells the
+group coordinator which of its partitions moved (parked JoinGroup/SyncGroup answered NOT_COORDINATOR, session timers
+restarted, as Kafka's unload and load do: docs/spec/cluster.md 2.3-2.6), starts the new leader's load delay, and
+says all of it in events.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from broker.cluster.hashing import OFFSETS_TOPIC, TRANSACTION_TOPIC
+from broker.cluster.layout import ClusterLayout, LastRunningNode, Moved, UnknownNode
+from broker.events.names import COORDINATOR_LOADED, COORDINATOR_UNLOADED, LEADER_MOVED, NODE_STARTED, NODE_STOPPED
+
+if TYPE_CHECKING:
+    from broker.events.hub import GroupEvents
+    from broker.server.acceptor import Acceptor
+    from broker.server.host import OpenConnection
+
+__all__ = ["LastRunningNode", "NodeSet", "UnknownNode"]
+
+INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+
+
+@dataclass
+class Node:
+    """One node: its id, its acceptors (one per listener) and how to bind them again."""
+
+    node_id: int
+    acceptors: list[Acceptor] = field(default_factory=list)
+    rebind: list[Callable[[], Any]] = field(default_factory=list)  # coroutines that listen again, per listener
+
+
+class NodeSet:
+    """The nodes of this process and the verbs on them (the control API's ``/v1/cluster``)."""
+
+    def __init__(
+        self,
+        layout: ClusterLayout,
+        events: GroupEvents,
+        connections: Callable[[], set[OpenConnection]],
+        now_ms: Callable[[], float],
+        load_delay_ms: int = 0,
+    ) -> None:
+        self.layout = layout
+        self.nodes = {node_id: Node(node_id) for node_id in layout.order}
+        self._events = events
+        self._connections = connections
+        self._now_ms = now_ms
+        self.load_delay_ms = load_delay_ms
+        # The group coordinator's hook: internal partitions that moved, (topic, partition) -> new leader.
+        self.on_coordinators_moved: Callable[[list[Moved]], None] | None = None
+
+    # -- verbs ---------------------------------------------------------------------------------------------------
+
+    async def stop(self, node_id: int, mode: str = "kill") -> dict[str, Any]:
+        """Stop a node. kill: its connections drop at once, then its leaderships move; graceful: they move first
+        (parked joins and syncs hear NOT_COORDINATOR), then its connections close. LastRunningNode for the last."""
+        node = self._node(node_id)
+        if not self.layout.up[node_id]:
+            return {"node_id": node_id, "moved_leaders": [], "moved_coordinators": []}
+        if self.layout.running() == [node_id]:
+            raise LastRunningNode(f"node {node_id} is the last running node")
+        if mode == "kill":
+            self._drop(node, abort=True)
+        moves = self.layout.stop(node_id)
+        self._moved(moves, cause="node_stopped")
+        if mode != "kill":
+            self._drop(node, abort=False)
+        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
+        return {
+            "node_id": node_id,
+            "moved_leaders": [[m.topic, m.partition, m.leader] for m in moves if m.topic not in INTERNAL_TOPICS],
+            "moved_coordinators": [[m.topic, m.partition, m.leader] for m in moves if m.topic in INTERNAL_TOPICS],
+        }
+
+    async def start(self, node_id: int) -> dict[str, Any]:
+        node = self._node(node_id)
+        if self.layout.up[node_id]:
+            return {"node_id": node_id, "moved_leaders": []}
+        for rebind in node.rebind:
+            await rebind()
+        moves = self.layout.start(node_id)
+        self._moved(moves, cause="node_started")
+        self._events.emit(NODE_STARTED, "", {"node_id": node_id})
+        return {"node_id": node_id, "moved_leaders": [[m.topic, m.partition, m.leader] for m in moves]}
+
+    def move_leader(self, topic: str, partition: int, node_id: int | None) -> Moved:
+        moved = self.layout.move_leader(topic, partition, node_id)
+        self._moved([moved], cause="moved")
+        return moved
+
+    def move_coordinator(self, key_type: str, key: str, node_id: int) -> Moved:
+        if key_type == "transaction":
+            topic, partition = TRANSACTION_TOPIC, self.layout.transaction_partition(key)
+        else:
+            topic, partition = OFFSETS_TOPIC, self.layout.group_partition(key)
+        return self.move_leader(topic, partition, node_id)
+
+    # -- what a move does ----------------------------------------------------------------------------------------
+
+    def _moved(self, moves: list[Moved], cause: str) -> None:
+        now = self._now_ms()
+        internal = [m for m in moves if m.topic in INTERNAL_TOPICS]
+        for moved in moves:
+            self._events.emit(
+                LEADER_MOVED, "",
+                {"topic": moved.topic, "partition": moved.partition, "leader": moved.leader,
+                 "previous": moved.previous, "leader_epoch": moved.epoch, "cause": cause},
+            )  # fmt: skip
+        for moved in internal:
+            fields = {"topic": moved.topic, "partition": moved.partition, "epoch": moved.epoch}
+            self._events.emit(COORDINATOR_UNLOADED, "", {**fields, "node_id": moved.previous})
+        if internal and self.on_coordinators_moved is not None:
+            self.on_coordinators_moved(internal)
+        for moved in internal:
+            if moved.leader < 0:
+                continue
+            started = time.perf_counter()
+            self.layout.begin_load(moved.topic, moved.partition, now, self.load_delay_ms)
+            self._events.emit(
+                COORDINATOR_LOADED, "",
+                {"topic": moved.topic, "partition": moved.partition, "node_id": moved.leader, "epoch": moved.epoch,
+                 "load_delay_ms": self.load_delay_ms, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
+            )  # fmt: skip
+
+    def _drop(self, node: Node, *, abort: bool) -> None:
+        for acceptor in node.acceptors:
+            acceptor.close()
+        node.acceptors.clear()
+        for connection in list(self._connections()):
+            if getattr(connection, "node_id", None) == node.node_id:
+                if abort:
+                    connection.abort()
+                else:
+                    connection.hang_up()
+
+    def _node(self, node_id: int) -> Node:
+        node = self.nodes.get(node_id)
+        if node is None:
+            raise UnknownNode(f"no node {node_id}: the nodes are {', '.join(map(str, self.layout.order))}")
+        return node
+
+    # -- views ---------------------------------------------------------------------------------------------------
+
+    def describe(self, endpoints: dict[int, tuple[str, int]], cluster_id: str) -> dict[str, Any]:
+        """``GET /v1/cluster``: the nodes, the controller and every internal partition's leader."""
+        layout = self.layout
+        now = self._now_ms()
+
+        def internal(topic: str, partitions: int) -> list[dict[str, Any]]:
+            rows = []
+            for partition in range(partitions):
+                leadership = layout.leadership(topic, partition)
+                state = "loading" if layout.is_loading(topic, partition, now) else "active"
+                rows.append(
+                    {"partition": partition, "leader": leadership.leader, "epoch": leadership.epoch,
+                     "state": state if leadership.leader >= 0 else "offline"}
+                )  # fmt: skip
+            return rows
+
+        nodes = []
+        for node_id in layout.order:
+            host, port = endpoints.get(node_id, ("", 0))
+            nodes.append({"node_id": node_id, "host": host, "port": port, "up": layout.up[node_id]})
+        return {
+            "cluster_id": cluster_id,
+            "controller": layout.controller(),
+            "nodes": nodes,
+            "load_delay_ms": self.load_delay_ms,
+            "internal": {
+                OFFSETS_TOPIC: internal(OFFSETS_TOPIC, layout.offsets_partitions),
+                TRANSACTION_TOPIC: internal(TRANSACTION_TOPIC, layout.transaction_partitions),
+            },
+        }
