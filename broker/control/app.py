@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from broker.control import bounded_json, console, event_stream, offsets_api, posted_events, share_api
+from broker.control import bounded_json, cluster_api, console, event_stream, offsets_api, posted_events, share_api
 from broker.control.http_guard import GuardedAppRunner, HttpLimits, error_middleware, json_error, read_body, rejected
 from broker.control.lag import with_lag, with_offsets
 from broker.coordinator.classic.state import GroupState
@@ -239,6 +239,7 @@ class ControlApi:
                 web.post("/v1/groups/{group}/rebalance", self.rebalance),
                 *offsets_api.routes(server, self.limits),  # reset, delete offsets, delete the group
                 *share_api.routes(server),  # a share group's record-level view
+                *cluster_api.routes(server, self.limits),  # the nodes: stop, start, move (issue 29)
                 web.get("/v1/transactions", self.list_transactions),
                 web.get("/v1/events", self.stream_events),
                 web.post("/v1/events", self.post_event),

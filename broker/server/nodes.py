@@ -70,11 +70,11 @@ class NodeSet:
         if self.layout.running() == [node_id]:
             raise LastRunningNode(f"node {node_id} is the last running node")
         if mode == "kill":
-            self._drop(node, abort=True)
+            await self._drop(node, abort=True)
         moves = self.layout.stop(node_id)
         self._moved(moves, cause="node_stopped")
         if mode != "kill":
-            self._drop(node, abort=False)
+            await self._drop(node, abort=False)
         self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
         return {
             "node_id": node_id,
@@ -132,9 +132,13 @@ class NodeSet:
                  "load_delay_ms": self.load_delay_ms, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
             )  # fmt: skip
 
-    def _drop(self, node: Node, *, abort: bool) -> None:
+    async def _drop(self, node: Node, *, abort: bool) -> None:
+        """Close the node's listening sockets (its port refuses at once, and is free to listen on again), then
+        its connections: aborted (kill: no answer goes out) or hung up once their answers are written."""
         for acceptor in node.acceptors:
             acceptor.close()
+        for acceptor in node.acceptors:
+            await acceptor.wait_closed()
         node.acceptors.clear()
         for connection in list(self._connections()):
             if getattr(connection, "node_id", None) == node.node_id:
