@@ -105,9 +105,8 @@ class ShareFetcher:
             if session is not None:
                 self.sessions.remove(session)  # Kafka's newContext only removes it: its records are not released
             if self.sessions.full():
-                return ShareAnswer(
-                    E.share_session_limit_reached, "The share session cache is full.", lock_ms
-                )
+                refused = ShareAnswer(E.share_session_limit_reached, "The share session cache is full.", lock_ms)
+                return self._idle(refused, request.max_wait_ms)
             session = self.sessions.open(group_id, member_id, connection)
             for p in request.partitions:
                 session.partitions.setdefault((p.topic_id, p.partition))
@@ -232,6 +231,19 @@ class ShareFetcher:
             self.partitions.wait((session.group_id, *key), parked, self.resolve(*key).log)
         self.purgatory.schedule(share_fetch_key(parked.number), request.max_wait_ms, parked.time_out)
         return parked.pending
+
+    def _idle(self, answer: ShareAnswer, wait_ms: int) -> ShareAnswer | Deferred[ShareAnswer]:
+        """SharePartitionManager.createIdleShareFetchTimerTask: a ShareFetch refused a session is answered after its
+        MaxWaitMs, so that a client without a session does not spin on the broker."""
+        if wait_ms <= 0:
+            return answer
+        pending: Deferred[ShareAnswer] = Deferred()
+
+        def answer_now() -> None:
+            pending.complete(answer)
+
+        self.purgatory.schedule(share_fetch_key(next(self._numbers)), wait_ms, answer_now)
+        return pending
 
     def unpark(self, parked: _ParkedFetch) -> None:
         self.parked.pop(parked.number, None)
