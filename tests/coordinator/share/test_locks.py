@@ -4,6 +4,8 @@ the delivery limit through RELEASE and through expiry, and RENEW (v2)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker.coordinator.modern.share.partition import RecordState
 from broker.timing.deferred import Deferred
 from tests.coordinator.share.harness import (
@@ -230,7 +232,8 @@ def test_renew_fetch_must_not_fetch() -> None:
     h.produce(1)
     h.fetch("m", [("t", 0), ("t", 1)])
     renew = {("t", 0): [(0, 0, (RENEW,))]}
-    zero = {"min_bytes": 0, "max_bytes": 0, "max_records": 0}
+    zero: dict[str, Any] = {"min_bytes": 0, "max_bytes": 0, "max_records": 0}
+    bad: dict[str, Any]
     for bad in ({"max_records": 1}, {"min_bytes": 1}, {"max_bytes": 1}, {"max_wait_ms": 10}):
         answer = h.fetch("m", acks=renew, renew=True, epoch=1, **(zero | bad))
         assert (answer.error, answer.partitions) == (E.invalid_request, []), bad
@@ -246,6 +249,6 @@ def test_renew_of_a_record_not_acquired_is_invalid_record_state() -> None:
     h.produce(2)
     assert offsets(h.fetch("a", max_records=1, record_limit=True)) == [0]
     h.fetch("b", max_records=1, record_limit=True)
-    zero = {"min_bytes": 0, "max_bytes": 0, "max_records": 0}
+    zero: dict[str, Any] = {"min_bytes": 0, "max_bytes": 0, "max_records": 0}
     other = h.fetch("a", acks={("t", 0): [(1, 1, (RENEW,))]}, renew=True, **zero)
     assert other.partitions[0].acknowledge_error is E.invalid_record_state
