@@ -190,6 +190,10 @@ class ShareFetcher:
         keys = list(session.partitions)
         if not keys:
             return False
+        resolved_of = {key: self.resolve(*key) for key in keys}
+        for key, found in resolved_of.items():  # SharePartitionManager.processShareFetch: getOrCreateSharePartition
+            if found.log is not None:
+                self.partitions.ensure((session.group_id, *key), found.log)
         start = session.rotation % len(keys)
         session.rotation = start + 1
         budget = request.max_records
@@ -197,7 +201,7 @@ class ShareFetcher:
         for key in keys[start:] + keys[:start]:
             if budget <= 0:
                 break
-            resolved = self.resolve(*key)
+            resolved = resolved_of[key]
             if resolved.error is not E.none or resolved.log is None:
                 entry = shown.setdefault(key, FetchedPartition(*key))
                 entry.error = resolved.error

@@ -155,10 +155,10 @@ class SharePartitions:
         self, key: PartitionKey, log: ShareLog | None, member_id: str, batches: tuple[AckBatch, ...]
     ) -> tuple[ErrorCode, str | None]:
         share = self.partitions.get(key)
-        if share is None:
-            if log is None:
-                return ErrorCode.unknown_topic_or_partition, None
-            share = self.ensure(key, log)
+        if share is None or not share.initialised:
+            # SharePartitionManager.acknowledge: no share-partition of the group here (none was ever fetched).
+            # Nothing is created: an acknowledgement must not fix the SPSO before the first fetch does.
+            return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
         error, message, change = share.acknowledge(member_id, batches, self.config.share_delivery_count_limit)
         if error is not ErrorCode.none:
             return error, message
