@@ -220,20 +220,21 @@ class SharePartition:
         self.available = 0
 
     def follow_log_start(self, log: ShareLog, change: Change) -> None:
-        """AVAILABLE records below a log start that moved past them are archived, and the SPSO follows."""
+        """SharePartition.updateCacheAndOffsets: the log start moved past the SPSO. The AVAILABLE records below it
+        are archived and the SPSO becomes the log start; ACQUIRED records below it stay locked (below the SPSO: an
+        acknowledgement of them is ignored) and are archived when their lock expires or their session ends."""
         log_start = log.log_start_offset
         if self.start_offset >= log_start:
             return
         for offset in range(self.start_offset, min(log_start, self.next_offset)):
             record = self.records.get(offset)
-            if record is not None and record.state is RecordState.AVAILABLE:
+            if record is None or record.state is RecordState.ACQUIRED:
+                continue
+            if record.state is RecordState.AVAILABLE:
                 self._finish(record, RecordState.ARCHIVED)
-        if self.next_offset < log_start:
-            for offset in range(self.start_offset, self.next_offset):
-                self.records.pop(offset, None)
-            self.records = {o: r for o, r in self.records.items() if o >= log_start}
-            self.start_offset = self.next_offset = log_start
-            self.available = sum(1 for r in self.records.values() if r.state is RecordState.AVAILABLE)
+            del self.records[offset]
+        self.start_offset = log_start
+        self.next_offset = max(self.next_offset, log_start)
         self._advance()
 
     # -- acquisition (section 6.4) -----------------------------------------------------------------------------
@@ -298,8 +299,8 @@ class SharePartition:
             wanted = sorted(offsets)
             batches = _covering(log, wanted)
             change.acquired = _ranges(wanted, self.records, batch_size, batches)
-        elif self.next_offset > new_first:
-            self._advance()  # only archived offsets were added: the SPSO may move over them
+        if self.next_offset > new_first:
+            self._advance()  # archived offsets (markers, aborted data) may lead: the SPSO moves over them
         return change, batches
 
     def _take(self, record: InFlightRecord, member_id: str, acquisition: Acquisition, *, new: bool = False) -> None:
@@ -370,7 +371,7 @@ class SharePartition:
         """Every record ``member_id`` holds goes back (its share session ended); the locks it held are returned."""
         change = Change()
         locks: set[Acquisition] = set()
-        for offset, record in self.records.items():
+        for offset, record in list(self.records.items()):
             if record.state is RecordState.ACQUIRED and record.member_id == member_id:
                 if record.lock is not None:
                     locks.add(record.lock)
@@ -387,7 +388,10 @@ class SharePartition:
     def _release(self, record: InFlightRecord, offset: int, delivery_limit: int, change: Change) -> None:
         record.member_id = None
         record.lock = None
-        if record.delivery_count >= delivery_limit:
+        if offset < self.start_offset:  # left below the SPSO by a moved log start (6.9): finished, not redelivered
+            self._finish(record, RecordState.ARCHIVED)
+            del self.records[offset]
+        elif record.delivery_count >= delivery_limit:
             self._finish(record, RecordState.ARCHIVED)
             change.archived.append((offset, record.delivery_count))
         else:
