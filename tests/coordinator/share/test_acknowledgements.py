@@ -4,9 +4,12 @@ partition, and which partitions an answer carries."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from broker.coordinator.modern.share.partition import RecordState
+from broker.coordinator.modern.share.messages import PartitionAcks
+from broker.coordinator.modern.share.partition import AckBatch, RecordState
 from tests.coordinator.share.harness import (
     ACCEPT,
     GAP,
@@ -248,3 +251,20 @@ def test_acknowledgement_of_a_partition_the_group_never_fetched() -> None:
     assert {p.partition: p.error for p in h.acknowledge("m", {("t", 3): [(0, 0, (ACCEPT,))]}).partitions} == {
         3: E.unknown_topic_or_partition
     }
+
+
+def test_acknowledgement_checks_in_kafkas_order() -> None:
+    """Items 48-50 (KafkaApis: the topic id is resolved, then validateAcknowledgementBatches, then the metadata
+    check): an unknown topic id -> UNKNOWN_TOPIC_ID even with bad batches; an unknown partition of a known topic with
+    bad batches -> INVALID_REQUEST, with good ones -> UNKNOWN_TOPIC_OR_PARTITION."""
+    h = ShareHarness()
+    bad, good = (AckBatch(2, 1, (ACCEPT,)),), (AckBatch(0, 0, (ACCEPT,)),)
+
+    def answer(topic_id: uuid.UUID, partition: int, batches: tuple[AckBatch, ...]) -> E:
+        error, _ = h.share.fetcher.acknowledge_partition(GROUP, "m", PartitionAcks(topic_id, partition, batches, True),
+                                                         False)  # fmt: skip
+        return error
+
+    assert answer(uuid.UUID(int=0xDEAD), 0, bad) is E.unknown_topic_id
+    assert answer(h.tid("t"), 3, bad) is E.invalid_request
+    assert answer(h.tid("t"), 3, good) is E.unknown_topic_or_partition

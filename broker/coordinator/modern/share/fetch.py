@@ -172,14 +172,17 @@ class ShareFetcher:
     def acknowledge_partition(
         self, group_id: str, member_id: str, acks: PartitionAcks, renew: bool
     ) -> tuple[ErrorCode, str | None]:
-        resolved = self.resolve(acks.topic_id, acks.partition)
-        if resolved.error is not E.none:
-            return resolved.error, None
+        # KafkaApis' order: the topic id, then validateAcknowledgementBatches, then the partition in the metadata.
+        if self.topics.by_id(acks.topic_id) is None:
+            return E.unknown_topic_id, None
         problem = validate_batches(acks.batches, renew)
         if problem is None and not renew and any(AcknowledgeType.RENEW in b.types for b in acks.batches):
             problem = "Renew acknowledgement type is only allowed with IsRenewAck"
         if problem is not None:
             return E.invalid_request, problem
+        resolved = self.resolve(acks.topic_id, acks.partition)
+        if resolved.error is not E.none:
+            return resolved.error, None
         key = (group_id, acks.topic_id, acks.partition)
         return self.partitions.acknowledge(key, resolved.log, member_id, acks.batches)
 
