@@ -117,3 +117,57 @@ def test_parked_fetch_carries_its_acknowledgement_results() -> None:
     waiting = parked(h.fetch_deferred("m", acks={("t", 0): [(0, 0, (ACCEPT,))]}, max_wait_ms=1_000))
     h.advance(1_000)
     assert [(p.partition, p.acknowledge_error) for p in waiting.value.partitions] == [(0, E.none)]
+
+
+def batch_bytes(count: int) -> int:
+    """The stored size of one ``count``-record producer batch (what MinBytes counts)."""
+    probe = ShareHarness(topics={"p": 1})
+    probe.produce(count, topic="p")
+    return probe.log("p").size_bytes
+
+
+def test_min_bytes_waits_for_enough_data() -> None:
+    """8.3 (DelayedShareFetch.isMinBytesSatisfied): with MinBytes above what is acquirable the fetch acquires
+    nothing and waits; data reaching MinBytes completes it with everything acquirable."""
+    h = ShareHarness()
+    one = batch_bytes(1)
+    h.produce(1)
+    waiting = parked(h.fetch_deferred("m", max_wait_ms=10_000, min_bytes=2 * one + 1))
+    assert h.spart().records == {}  # nothing acquired while it waits
+    h.produce(1)
+    assert not waiting.done
+    h.produce(1)
+    assert waiting.done and acquired(waiting.value) == [(0, 2, 1)]
+
+
+def test_min_bytes_not_reached_acquires_at_max_wait() -> None:
+    """8.3 (DelayedShareFetch.onComplete): at MaxWaitMs whatever is acquirable is acquired, MinBytes or not."""
+    h = ShareHarness()
+    h.produce(2)
+    waiting = parked(h.fetch_deferred("m", max_wait_ms=500, min_bytes=1 << 20))
+    h.advance(499)
+    assert not waiting.done and h.spart().records == {}
+    h.advance(1)
+    assert waiting.done and acquired(waiting.value) == [(0, 1, 1)]
+
+
+def test_min_bytes_met_answers_at_once() -> None:
+    """8.3: MinBytes at or below the acquirable bytes -> no wait; MinBytes without MaxWaitMs -> no wait either."""
+    h = ShareHarness()
+    h.produce(3)
+    exact = h.fetch("a", max_wait_ms=5_000, min_bytes=h.log().size_bytes)
+    assert acquired(exact) == [(0, 2, 1)]
+    h.produce(1)
+    assert acquired(h.fetch("b", max_wait_ms=0, min_bytes=1 << 20)) == [(3, 3, 1)]
+
+
+def test_min_bytes_counts_from_the_first_available_record() -> None:
+    """8.3: the estimate runs from the next fetch offset (a released record far back counts the bytes after it, as
+    Kafka's estimate assumes everything fetched is acquirable)."""
+    h = ShareHarness()
+    h.produce(1)
+    h.produce(1)
+    h.fetch("a")
+    h.acknowledge("a", {("t", 0): [(0, 0, (RELEASE,))]})
+    answer = h.fetch("b", max_wait_ms=5_000, min_bytes=h.log().size_bytes)
+    assert acquired(answer) == [(0, 0, 2)]

@@ -144,7 +144,8 @@ class ShareFetcher:
         if request.renew or request.max_records <= 0:
             answer.partitions = list(shown.values())
             return answer
-        acquired = self._acquire(session, request, shown)
+        waits_for_bytes = request.max_wait_ms > 0 and not self._min_bytes_met(session, request)
+        acquired = not waits_for_bytes and self._acquire(session, request, shown)
         if acquired or failed or request.max_wait_ms <= 0 or not session.partitions:
             answer.partitions = list(shown.values())
             return answer
@@ -221,6 +222,22 @@ class ShareFetcher:
             entry.records = b"".join(batch.data for batch in batches)
             entry.acquired = ranges
         return anything
+
+    def _min_bytes_met(self, session: ShareSession, request: ShareFetchRequest) -> bool:
+        """DelayedShareFetch.isMinBytesSatisfied: the bytes from each session partition's next fetch offset up to its
+        high watermark (last stable offset for read_committed), counted as if all were acquirable, reach MinBytes.
+        MinBytes 1 or less needs nothing beyond something to acquire (the caller parks when nothing was)."""
+        if request.min_bytes <= 1:
+            return True
+        total = 0
+        for key in session.partitions:
+            log = self.resolve(*key).log
+            if log is None:
+                continue
+            share = self.partitions.ensure((session.group_id, *key), log)
+            upper = log.last_stable_offset if self.partitions.read_committed(session.group_id) else log.high_watermark
+            total += max(0, log.bytes_from(share.fetch_offset()) - log.bytes_from(upper))
+        return total >= request.min_bytes
 
     # -- long polling (DelayedShareFetch) --------------------------------------------------------------------------
 
@@ -344,12 +361,18 @@ class _ParkedFetch:
         if self.fetcher.sessions.get(self.session.group_id, self.session.member_id) is not self.session:
             self._complete()
             return
-        if self.fetcher._acquire(self.session, self.request, self.shown):
+        if self.fetcher._min_bytes_met(self.session, self.request) and self.fetcher._acquire(
+            self.session, self.request, self.shown
+        ):
             self._complete()
 
     def time_out(self) -> None:
-        if not self.pending.done:
-            self._complete()
+        """MaxWaitMs is over: whatever is acquirable now is acquired (MinBytes or not, DelayedShareFetch.onComplete)."""
+        if self.pending.done:
+            return
+        if self.fetcher.sessions.get(self.session.group_id, self.session.member_id) is self.session:
+            self.fetcher._acquire(self.session, self.request, self.shown)
+        self._complete()
 
     def cancel(self) -> None:
         """The connection or the session went: nothing is acquired for it any more."""

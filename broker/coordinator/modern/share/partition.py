@@ -102,6 +102,8 @@ class ShareLog(Protocol):
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
 
+    def bytes_from(self, offset: int) -> int: ...
+
 
 @dataclass(slots=True, eq=False)
 class Acquisition:
@@ -197,6 +199,14 @@ class SharePartition:
     def held(self) -> Iterator[tuple[int, InFlightRecord]]:
         """The in-flight offsets with their records, in offset order."""
         return iter(sorted(self.records.items()))
+
+    def fetch_offset(self) -> int:
+        """Where the next fetch reads the log: the first AVAILABLE in-flight offset, else SPEO + 1."""
+        if self.available:
+            for offset in range(self.start_offset, self.next_offset):
+                if self.records[offset].state is RecordState.AVAILABLE:
+                    return offset
+        return self.next_offset
 
     def finished_above_start(self) -> int:
         return sum(1 for r in self.records.values() if r.state in _FINISHED)
