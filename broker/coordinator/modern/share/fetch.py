@@ -80,32 +80,30 @@ class ShareFetcher:
     # -- ShareFetch -----------------------------------------------------------------------------------------------
 
     def fetch(self, request: ShareFetchRequest, connection: int) -> ShareAnswer | Deferred[ShareAnswer]:
+        # A top-level error is ShareFetchRequest.getErrorResponse's answer: no partitions, AcquisitionLockTimeoutMs 0.
         group_id = request.group_id or ""
-        lock_ms = self.partitions.lock_duration_ms(group_id) if group_id else 0
         if not request.member_id:
-            return ShareAnswer(E.invalid_request, "MemberId can't be empty.", lock_ms)
+            return ShareAnswer(E.invalid_request, "MemberId can't be empty.")
         if not group_id:
-            return ShareAnswer(E.invalid_request, "GroupId can't be empty.", lock_ms)
+            return ShareAnswer(E.invalid_request, "GroupId can't be empty.")
         if request.renew and (
             request.max_bytes or request.min_bytes or request.max_records or request.max_wait_ms
             or any(not p.acknowledged for p in request.partitions)
         ):  # fmt: skip
             return ShareAnswer(
                 E.invalid_request, "Renew acknowledgement requests must not fetch (MaxBytes, MinBytes, MaxRecords and "
-                "MaxWaitMs 0, every partition acknowledged).", lock_ms,
+                "MaxWaitMs 0, every partition acknowledged).",
             )  # fmt: skip
         member_id, epoch = request.member_id, request.session_epoch
         session = self.sessions.get(group_id, member_id)
         added: list[tuple[TopicId, int]] = []
         if epoch == INITIAL_EPOCH:
             if any(p.acknowledged for p in request.partitions):
-                return ShareAnswer(
-                    E.invalid_request, "Acknowledge data present on initial epoch of share session.", lock_ms
-                )
+                return ShareAnswer(E.invalid_request, "Acknowledge data present on initial epoch of share session.")
             if session is not None:
                 self.sessions.remove(session)  # Kafka's newContext only removes it: its records are not released
             if self.sessions.full():
-                refused = ShareAnswer(E.share_session_limit_reached, "The share session cache is full.", lock_ms)
+                refused = ShareAnswer(E.share_session_limit_reached, "The share session cache is full.")
                 return self._idle(refused, request.max_wait_ms)
             session = self.sessions.open(group_id, member_id, connection)
             for p in request.partitions:
@@ -114,12 +112,11 @@ class ShareFetcher:
         else:
             if session is None:
                 message = f"Share session not found for member {member_id}."
-                return ShareAnswer(E.share_session_not_found, message, lock_ms)
+                return ShareAnswer(E.share_session_not_found, message)
             if epoch != FINAL_EPOCH and epoch != session.epoch:
                 return ShareAnswer(
                     E.invalid_share_session_epoch,
                     f"The share session epoch {epoch} does not match the expected epoch {session.epoch}.",
-                    lock_ms,
                 )
             if epoch != FINAL_EPOCH:
                 for p in request.partitions:
@@ -129,7 +126,7 @@ class ShareFetcher:
                 for forgotten in request.forgotten:
                     session.partitions.pop(forgotten, None)
                 session.epoch = next_epoch(session.epoch)
-        answer = ShareAnswer(E.none, None, lock_ms)
+        answer = ShareAnswer(E.none, None, self.partitions.lock_duration_ms(group_id))
         shown: dict[tuple[TopicId, int], FetchedPartition] = {}
         failed = self._acknowledge(group_id, member_id, request.partitions, request.renew, shown)
         if epoch == FINAL_EPOCH:
@@ -278,27 +275,22 @@ class ShareFetcher:
     # -- ShareAcknowledge (section 9) --------------------------------------------------------------------------------
 
     def acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAnswer:
+        # A top-level error is ShareAcknowledgeRequest.getErrorResponse's answer: AcquisitionLockTimeoutMs 0 (v2).
         group_id = request.group_id or ""
-        lock_ms = self.partitions.lock_duration_ms(group_id) if group_id else 0
         if not request.member_id:
-            return ShareAnswer(E.invalid_request, "MemberId can't be empty.", lock_ms)
+            return ShareAnswer(E.invalid_request, "MemberId can't be empty.")
         if not group_id:
-            return ShareAnswer(E.invalid_request, "GroupId can't be empty.", lock_ms)
+            return ShareAnswer(E.invalid_request, "GroupId can't be empty.")
         epoch = request.session_epoch
         if epoch == INITIAL_EPOCH:
-            return ShareAnswer(
-                E.invalid_share_session_epoch, "ShareAcknowledge cannot open a share session (epoch 0).", lock_ms
-            )
+            return ShareAnswer(E.invalid_share_session_epoch, "ShareAcknowledge cannot open a share session (epoch 0).")
         session = self.sessions.get(group_id, request.member_id)
         if session is None:
-            return ShareAnswer(
-                E.share_session_not_found, f"Share session not found for member {request.member_id}.", lock_ms
-            )
+            return ShareAnswer(E.share_session_not_found, f"Share session not found for member {request.member_id}.")
         if epoch != FINAL_EPOCH and epoch != session.epoch:
             return ShareAnswer(
                 E.invalid_share_session_epoch,
                 f"The share session epoch {epoch} does not match the expected epoch {session.epoch}.",
-                lock_ms,
             )
         shown: dict[tuple[TopicId, int], FetchedPartition] = {}
         for acks in request.partitions:
@@ -310,7 +302,7 @@ class ShareFetcher:
             self.close(session, "closed by ShareAcknowledge with the final epoch")
         else:
             session.epoch = next_epoch(session.epoch)
-        return ShareAnswer(E.none, None, lock_ms, list(shown.values()))
+        return ShareAnswer(E.none, None, self.partitions.lock_duration_ms(group_id), list(shown.values()))
 
     # -- sessions ending ----------------------------------------------------------------------------------------------
 
