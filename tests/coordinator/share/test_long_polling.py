@@ -171,3 +171,16 @@ def test_min_bytes_counts_from_the_first_available_record() -> None:
     h.acknowledge("a", {("t", 0): [(0, 0, (RELEASE,))]})
     answer = h.fetch("b", max_wait_ms=5_000, min_bytes=h.log().size_bytes)
     assert acquired(answer) == [(0, 0, 2)]
+
+
+def test_a_failed_acknowledgement_does_not_cut_the_wait_short() -> None:
+    """8.3 (KafkaApis combines the acknowledgement result with the fetch result, the DelayedShareFetch waiting on its
+    own): a ShareFetch whose piggy-backed acknowledgement failed still waits for records, then carries the error."""
+    h = ShareHarness()
+    h.produce(1)
+    h.fetch("m")
+    waiting = parked(h.fetch_deferred("m", acks={("t", 0): [(0, 0, (9,))]}, max_wait_ms=1_000))
+    h.produce(1)
+    assert waiting.done
+    ((entry),) = waiting.value.partitions
+    assert (entry.acknowledge_error, entry.acquired) == (E.invalid_request, [(1, 1, 1)])

@@ -128,7 +128,7 @@ class ShareFetcher:
                 session.epoch = next_epoch(session.epoch)
         answer = ShareAnswer(E.none, None, self.partitions.lock_duration_ms(group_id))
         shown: dict[tuple[TopicId, int], FetchedPartition] = {}
-        failed = self._acknowledge(group_id, member_id, request.partitions, request.renew, shown)
+        self._acknowledge(group_id, member_id, request.partitions, request.renew, shown)
         if epoch == FINAL_EPOCH:
             self.close(session, "closed by ShareFetch with the final epoch")
             answer.partitions = list(shown.values())
@@ -143,7 +143,8 @@ class ShareFetcher:
             return answer
         waits_for_bytes = request.max_wait_ms > 0 and not self._min_bytes_met(session, request)
         acquired = not waits_for_bytes and self._acquire(session, request, shown)
-        if acquired or failed or request.max_wait_ms <= 0 or not session.partitions:
+        # A failed acknowledgement does not answer early: Kafka combines its result with the (delayed) fetch's.
+        if acquired or request.max_wait_ms <= 0 or not session.partitions:
             answer.partitions = list(shown.values())
             return answer
         return self._park(session, request, shown, answer, connection)
