@@ -226,3 +226,15 @@ def test_an_acknowledgement_freeing_the_window_wakes_a_parked_fetch() -> None:
     assert isinstance(parked, Deferred) and not parked.done
     h.acknowledge("m", {("t", 0): [(0, 9, (ACCEPT,))]})
     assert parked.done and offsets(parked.value) == list(range(100, 110))
+
+
+def test_max_bytes_zero_fetches_nothing() -> None:
+    """Section 8.3 (SharePartitionManager.processShareFetch: no partitions, MaxRecords 0 or MaxBytes 0 -> an empty
+    answer at once): MaxBytes 0 acquires nothing and does not wait; its acknowledgements are still applied."""
+    h = ShareHarness()
+    h.produce(2)
+    h.fetch("m", max_records=1, record_limit=True)
+    answer = h.fetch("m", acks={("t", 0): [(0, 0, (ACCEPT,))]}, max_bytes=0, max_wait_ms=5_000)
+    assert answer.error is E.none and acquired(answer) == []
+    assert [(p.partition, p.acknowledge_error) for p in answer.partitions] == [(0, E.none)]
+    assert h.spart().start_offset == 1 and h.spart().next_offset == 1

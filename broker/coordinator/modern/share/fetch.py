@@ -138,7 +138,7 @@ class ShareFetcher:
                 shown.setdefault(key, FetchedPartition(*key))
         for key in added:
             shown.setdefault(key, FetchedPartition(*key))
-        if request.renew or request.max_records <= 0:
+        if request.renew or request.max_records <= 0 or request.max_bytes <= 0:  # processShareFetch: nothing to fetch
             answer.partitions = list(shown.values())
             return answer
         waits_for_bytes = request.max_wait_ms > 0 and not self._min_bytes_met(session, request)
