@@ -238,3 +238,45 @@ def test_max_bytes_zero_fetches_nothing() -> None:
     assert answer.error is E.none and acquired(answer) == []
     assert [(p.partition, p.acknowledge_error) for p in answer.partitions] == [(0, E.none)]
     assert h.spart().start_offset == 1 and h.spart().next_offset == 1
+
+
+def stored_sizes(h: ShareHarness, partition: int = 0) -> list[int]:
+    return [len(batch.data) for batch in h.log(partition=partition).batches_from(0)]
+
+
+def test_max_bytes_bounds_what_is_read_and_acquired() -> None:
+    """8.3 (DelayedShareFetch reads the log up to MaxBytes, at least one batch; only what was read is acquired):
+    MaxBytes below one stored batch still gets that batch; MaxBytes covering two batches gets two."""
+    h = ShareHarness()
+    for _ in range(4):
+        h.produce(2)
+    size = stored_sizes(h)[0]
+    assert acquired(h.fetch("a", max_bytes=1)) == [(0, 1, 1)]  # at least one batch
+    assert acquired(h.fetch("b", max_bytes=2 * size)) == [(2, 5, 1)]
+    assert acquired(h.fetch("c", max_bytes=2 * size - 1)) == [(6, 7, 1)]
+
+
+def test_max_bytes_bounds_redeliveries_too() -> None:
+    """8.3: released records are acquired only inside the bytes read from the first AVAILABLE one."""
+    h = ShareHarness()
+    for _ in range(3):
+        h.produce(2)
+    size = stored_sizes(h)[0]
+    h.fetch("a")
+    h.acknowledge("a", {("t", 0): [(0, 5, (RELEASE,))]})
+    assert acquired(h.fetch("b", max_bytes=size)) == [(0, 1, 2)]
+    assert acquired(h.fetch("b", max_bytes=3 * size)) == [(2, 5, 2)]
+
+
+def test_max_bytes_is_shared_by_the_partitions() -> None:
+    """8.3 (PartitionMaxBytesStrategy UNIFORM, ReplicaManager.readFromLog): each partition may read MaxBytes / n,
+    the first partition that returns data at least one batch, the others only within their share."""
+    h = ShareHarness(topics={"t": 2})
+    for partition in (0, 1):
+        for _ in range(2):
+            h.produce(2, partition=partition)
+    size = stored_sizes(h)[0]
+    answer = h.fetch("m", [("t", 0), ("t", 1)], max_bytes=2 * size)  # a share of 1 batch each
+    assert (acquired(answer, 0), acquired(answer, 1)) == ([(0, 1, 1)], [(0, 1, 1)])
+    small = h.fetch("m", max_bytes=size)  # half a batch each: the first read (partition 1 now) gets one batch
+    assert (acquired(small, 0), acquired(small, 1)) == ([], [(2, 3, 1)])

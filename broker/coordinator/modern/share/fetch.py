@@ -199,6 +199,9 @@ class ShareFetcher:
         start = session.rotation % len(keys)
         session.rotation = start + 1
         budget = request.max_records
+        # MaxBytes as DelayedShareFetch reads: MaxBytes / n a partition (PartitionMaxBytesStrategy UNIFORM) within
+        # what the request has left, at least one batch until a partition returned data (ReplicaManager.readFromLog).
+        bytes_left, share_of_bytes, at_least_one = request.max_bytes, request.max_bytes // len(keys), True
         anything = False
         for key in keys[start:] + keys[:start]:
             if budget <= 0:
@@ -208,10 +211,12 @@ class ShareFetcher:
                 entry = shown.setdefault(key, FetchedPartition(*key))
                 entry.error = resolved.error
                 continue
-            ranges, batches = self.partitions.acquire(
+            ranges, batches, read = self.partitions.acquire(
                 (session.group_id, *key), resolved.log, session.member_id, budget, request.batch_size,
-                record_limit=request.record_limit,
+                record_limit=request.record_limit, max_bytes=min(share_of_bytes, bytes_left), at_least_one=at_least_one,
             )  # fmt: skip
+            bytes_left = max(0, bytes_left - read)
+            at_least_one = at_least_one and read == 0
             if not ranges:
                 continue
             anything = True

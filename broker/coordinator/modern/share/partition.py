@@ -42,6 +42,7 @@ class RecordState(enum.IntEnum):
 
 
 _FINISHED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+_INT32_MAX = 2**31 - 1
 
 
 class AcknowledgeType(enum.IntEnum):
@@ -160,6 +161,7 @@ class Change:
     accepted: int = 0
     rejected: int = 0
     renewed: list[int] = field(default_factory=list)
+    bytes_read: int = 0  # what an acquisition read of the log (MaxBytes, section 8.3)
 
 
 class SharePartition:
@@ -260,15 +262,31 @@ class SharePartition:
         read_committed: bool,
         max_locks: int,
         acquisition: Acquisition,
+        max_bytes: int = _INT32_MAX,
+        at_least_one: bool = True,
     ) -> tuple[Change, list[LoggedBatch]]:
         """Acquire up to about ``max_records`` for ``member_id`` under ``acquisition``'s lock; the batches that hold
-        them are returned for the response's Records."""
+        them are returned for the response's Records.
+
+        Only what the fetch reads can be acquired (DelayedShareFetch, ReplicaManager.readFromLog): whole stored
+        batches from the next fetch offset within ``max_bytes``, at least one when ``at_least_one``; the bytes read
+        are in ``change.bytes_read``."""
         change = Change()
         self.follow_log_start(log, change)
         offsets = acquisition.offsets
         budget = max_records
+        read, window_end, counted_until = 0, self.next_offset, self.fetch_offset()
+        for batch in log.batches_from(counted_until):
+            if batch.base_offset >= self.next_offset:
+                break
+            size = len(batch.data)
+            if read + size > max_bytes and not (at_least_one and read == 0):
+                window_end = batch.base_offset  # the bytes ran out inside the in-flight window
+                break
+            read += size
+            counted_until = batch.last_offset + 1
         if self.available:
-            for offset in range(self.start_offset, self.next_offset):
+            for offset in range(self.start_offset, window_end):
                 if budget <= 0:
                     break
                 record = self.records[offset]
@@ -279,11 +297,16 @@ class SharePartition:
         upper = log.last_stable_offset if read_committed else log.high_watermark
         batches: list[LoggedBatch] = []
         new_first = self.next_offset
-        if budget > 0 and self.next_offset < upper and self.in_flight() < max_locks:
+        if budget > 0 and window_end == self.next_offset < upper and self.in_flight() < max_locks:
             aborted = self._aborted_ranges(log, upper) if read_committed else ()
             for batch in log.batches_from(self.next_offset):
                 if batch.base_offset >= upper or budget <= 0 or self.in_flight() >= max_locks:
                     break
+                if batch.base_offset >= counted_until:  # not read yet (a batch split by record-limit mode was)
+                    size = len(batch.data)
+                    if read + size > max_bytes and not (at_least_one and read == 0):
+                        break
+                    read += size
                 first = max(batch.base_offset, self.next_offset)
                 last = batch.last_offset
                 if record_limit and not batch.is_control:
@@ -311,6 +334,7 @@ class SharePartition:
             change.acquired = _ranges(wanted, self.records, batch_size, batches)
         if self.next_offset > new_first:
             self._advance()  # archived offsets (markers, aborted data) may lead: the SPSO moves over them
+        change.bytes_read = read
         return change, batches
 
     def _take(self, record: InFlightRecord, member_id: str, acquisition: Acquisition, *, new: bool = False) -> None:
