@@ -119,7 +119,7 @@ def test_acknowledging_another_members_record_applies_nothing() -> None:
     answer = h.acknowledge("a", {("t", 0): [(0, 1, (ACCEPT,)), (2, 2, (ACCEPT,))]})
     assert answer.error is E.none
     assert answer.partitions[0].error is E.invalid_record_state
-    assert answer.partitions[0].error_message == "Member is not the owner of the acquired record 2"
+    assert answer.partitions[0].error_message == "Member is not the owner of offset"  # SharePartition's words
     assert [h.spart().records[o].state for o in range(4)] == [RecordState.ACQUIRED] * 4
     assert h.spart().start_offset == 0
 
@@ -133,6 +133,7 @@ def test_acknowledging_an_available_record_above_the_spso(kind: int) -> None:
     h.acknowledge("m", {("t", 0): [(1, 1, (RELEASE,))]})
     answer = h.acknowledge("m", {("t", 0): [(1, 1, (kind,))]})
     assert answer.partitions[0].error is E.invalid_record_state
+    assert answer.partitions[0].error_message == "The offset cannot be acknowledged. The offset is not acquired."
     assert h.spart().records[1].state is RecordState.AVAILABLE
 
 
@@ -171,6 +172,13 @@ def test_acknowledging_past_the_acquired_records_is_invalid_request() -> None:
     h.produce(2)
     answer = h.acknowledge("m", {("t", 0): [(1, 2, (ACCEPT,))]})
     assert answer.partitions[0].error is E.invalid_request
+    assert answer.partitions[0].error_message == (
+        "Batch record not found. The last offset in request is past acquired records."
+    )
+    beyond = h.acknowledge("m", {("t", 0): [(2, 3, (ACCEPT,))]})
+    assert beyond.partitions[0].error_message == (
+        "Batch record not found. The first offset in request is past acquired records."
+    )
     assert h.spart().records[1].state is RecordState.ACQUIRED
 
 

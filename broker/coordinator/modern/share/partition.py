@@ -43,6 +43,7 @@ class RecordState(enum.IntEnum):
 
 _FINISHED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 _INT32_MAX = 2**31 - 1
+_NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."
 
 
 class AcknowledgeType(enum.IntEnum):
@@ -361,18 +362,17 @@ class SharePartition:
         for batch in batches:
             if batch.last_offset < self.start_offset or not self.initialised:
                 continue  # already finished (below the SPSO)
+            # SharePartition's messages (its per-offset path: state is kept per offset here).
             if batch.last_offset >= self.next_offset:
-                return ErrorCode.invalid_request, "The acknowledgement batch lies past the acquired records", change
+                which = "first" if batch.first_offset >= self.next_offset else "last"
+                return ErrorCode.invalid_request, f"Batch record not found. The {which} offset in request is past " \
+                    "acquired records.", change  # fmt: skip
             for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
                 record = self.records[offset]
                 if record.state is not RecordState.ACQUIRED:
-                    return ErrorCode.invalid_record_state, f"The record {offset} is not in the acquired state", change
+                    return ErrorCode.invalid_record_state, _NOT_ACQUIRED, change
                 if record.member_id != member_id:
-                    return (
-                        ErrorCode.invalid_record_state,
-                        f"Member is not the owner of the acquired record {offset}",
-                        change,
-                    )
+                    return ErrorCode.invalid_record_state, "Member is not the owner of offset", change
                 kind = batch.types[0] if len(batch.types) == 1 else batch.types[offset - batch.first_offset]
                 plan.append((record, offset, kind))
         for record, offset, kind in plan:
