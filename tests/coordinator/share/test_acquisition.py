@@ -229,8 +229,9 @@ def test_an_acknowledgement_freeing_the_window_wakes_a_parked_fetch() -> None:
 
 
 def test_max_bytes_zero_fetches_nothing() -> None:
-    """Section 8.3 (SharePartitionManager.processShareFetch: no partitions, MaxRecords 0 or MaxBytes 0 -> an empty
-    answer at once): MaxBytes 0 acquires nothing and does not wait; its acknowledgements are still applied."""
+    """No checklist item (next to item 32), section 8.3 (SharePartitionManager.processShareFetch: no partitions,
+    MaxRecords 0 or MaxBytes 0 -> an empty answer at once): MaxBytes 0 acquires nothing and does not wait; its
+    acknowledgements are still applied."""
     h = ShareHarness()
     h.produce(2)
     h.fetch("m", max_records=1, record_limit=True)
@@ -245,8 +246,9 @@ def stored_sizes(h: ShareHarness, partition: int = 0) -> list[int]:
 
 
 def test_max_bytes_bounds_what_is_read_and_acquired() -> None:
-    """8.3 (DelayedShareFetch reads the log up to MaxBytes, at least one batch; only what was read is acquired):
-    MaxBytes below one stored batch still gets that batch; MaxBytes covering two batches gets two."""
+    """No checklist item (next to item 32), section 8.3 (DelayedShareFetch reads the log up to MaxBytes, at least one
+    batch; only what was read is acquired): MaxBytes below one stored batch still gets that batch; MaxBytes covering two
+    batches gets two."""
     h = ShareHarness()
     for _ in range(4):
         h.produce(2)
@@ -257,7 +259,8 @@ def test_max_bytes_bounds_what_is_read_and_acquired() -> None:
 
 
 def test_max_bytes_bounds_redeliveries_too() -> None:
-    """8.3: released records are acquired only inside the bytes read from the first AVAILABLE one."""
+    """No checklist item (next to item 32), section 8.3: released records are acquired only inside the bytes read from
+    the first AVAILABLE one."""
     h = ShareHarness()
     for _ in range(3):
         h.produce(2)
@@ -269,8 +272,9 @@ def test_max_bytes_bounds_redeliveries_too() -> None:
 
 
 def test_max_bytes_is_shared_by_the_partitions() -> None:
-    """8.3 (PartitionMaxBytesStrategy UNIFORM, ReplicaManager.readFromLog): each partition may read MaxBytes / n,
-    the first partition that returns data at least one batch, the others only within their share."""
+    """No checklist item (next to item 32), section 8.3 (PartitionMaxBytesStrategy UNIFORM, ReplicaManager.readFromLog):
+    each partition may read MaxBytes / n, the first partition that returns data at least one batch, the others only
+    within their share."""
     h = ShareHarness(topics={"t": 2})
     for partition in (0, 1):
         for _ in range(2):

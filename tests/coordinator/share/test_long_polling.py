@@ -31,8 +31,8 @@ def test_incremental_answer_lists_added_partitions_once() -> None:
 
 
 def test_forgotten_partitions_leave_the_session_and_keep_their_locks() -> None:
-    """Section 7: ForgottenTopicsData removes partitions from the session: nothing more is acquired there; what the
-    member holds of them stays locked (forgetting is not a release)."""
+    """No checklist item (next to item 25), section 7: ForgottenTopicsData removes partitions from the session: nothing
+    more is acquired there; what the member holds of them stays locked (forgetting is not a release)."""
     h = ShareHarness(topics={"t": 2})
     h.produce(1, partition=0)
     h.produce(1, partition=1)
@@ -50,7 +50,8 @@ def test_forgotten_partitions_leave_the_session_and_keep_their_locks() -> None:
 
 
 def test_parked_fetch_answers_empty_at_max_wait() -> None:
-    """8.3: nothing acquirable -> the fetch waits MaxWaitMs, then answers NONE with nothing acquired."""
+    """No checklist item, section 8.3: nothing acquirable -> the fetch waits MaxWaitMs, then answers NONE with nothing
+    acquired."""
     h = ShareHarness()
     h.fetch("m")
     waiting = parked(h.fetch_deferred("m", max_wait_ms=700))
@@ -61,7 +62,7 @@ def test_parked_fetch_answers_empty_at_max_wait() -> None:
 
 
 def test_parked_fetch_woken_by_new_data() -> None:
-    """8.3: records produced to a parked fetch's partition complete it at once with them."""
+    """No checklist item, section 8.3: records produced to a parked fetch's partition complete it at once with them."""
     h = ShareHarness(topics={"t": 2})
     h.fetch("m", [("t", 0), ("t", 1)])
     waiting = parked(h.fetch_deferred("m", max_wait_ms=10_000))
@@ -86,7 +87,7 @@ def test_parked_fetch_woken_by_another_members_release() -> None:
 
 
 def test_parked_fetch_not_woken_by_an_accept() -> None:
-    """8.3: an acknowledgement that makes nothing acquirable leaves the fetch parked."""
+    """No checklist item, section 8.3: an acknowledgement that makes nothing acquirable leaves the fetch parked."""
     h = ShareHarness()
     h.produce(2)
     h.fetch("a")
@@ -127,8 +128,8 @@ def batch_bytes(count: int) -> int:
 
 
 def test_min_bytes_waits_for_enough_data() -> None:
-    """8.3 (DelayedShareFetch.isMinBytesSatisfied): with MinBytes above what is acquirable the fetch acquires
-    nothing and waits; data reaching MinBytes completes it with everything acquirable."""
+    """No checklist item, section 8.3 (DelayedShareFetch.isMinBytesSatisfied): with MinBytes above what is acquirable
+    the fetch acquires nothing and waits; data reaching MinBytes completes it with everything acquirable."""
     h = ShareHarness()
     one = batch_bytes(1)
     h.produce(1)
@@ -141,7 +142,8 @@ def test_min_bytes_waits_for_enough_data() -> None:
 
 
 def test_min_bytes_not_reached_acquires_at_max_wait() -> None:
-    """8.3 (DelayedShareFetch.onComplete): at MaxWaitMs whatever is acquirable is acquired, MinBytes or not."""
+    """No checklist item, section 8.3 (DelayedShareFetch.onComplete): at MaxWaitMs whatever is acquirable is acquired,
+    MinBytes or not."""
     h = ShareHarness()
     h.produce(2)
     waiting = parked(h.fetch_deferred("m", max_wait_ms=500, min_bytes=1 << 20))
@@ -152,7 +154,8 @@ def test_min_bytes_not_reached_acquires_at_max_wait() -> None:
 
 
 def test_min_bytes_met_answers_at_once() -> None:
-    """8.3: MinBytes at or below the acquirable bytes -> no wait; MinBytes without MaxWaitMs -> no wait either."""
+    """No checklist item, section 8.3: MinBytes at or below the acquirable bytes -> no wait; MinBytes without MaxWaitMs
+    -> no wait either."""
     h = ShareHarness()
     h.produce(3)
     exact = h.fetch("a", max_wait_ms=5_000, min_bytes=h.log().size_bytes)
@@ -162,8 +165,8 @@ def test_min_bytes_met_answers_at_once() -> None:
 
 
 def test_min_bytes_counts_from_the_first_available_record() -> None:
-    """8.3: the estimate runs from the next fetch offset (a released record far back counts the bytes after it, as
-    Kafka's estimate assumes everything fetched is acquirable)."""
+    """No checklist item, section 8.3: the estimate runs from the next fetch offset (a released record far back counts
+    the bytes after it, as Kafka's estimate assumes everything fetched is acquirable)."""
     h = ShareHarness()
     h.produce(1)
     h.produce(1)
@@ -174,8 +177,9 @@ def test_min_bytes_counts_from_the_first_available_record() -> None:
 
 
 def test_a_failed_acknowledgement_does_not_cut_the_wait_short() -> None:
-    """8.3 (KafkaApis combines the acknowledgement result with the fetch result, the DelayedShareFetch waiting on its
-    own): a ShareFetch whose piggy-backed acknowledgement failed still waits for records, then carries the error."""
+    """No checklist item (next to item 50), section 8.3 (KafkaApis combines the acknowledgement result with the fetch
+    result, the DelayedShareFetch waiting on its own): a ShareFetch whose piggy-backed acknowledgement failed still
+    waits for records, then carries the error."""
     h = ShareHarness()
     h.produce(1)
     h.fetch("m")
