@@ -37,7 +37,8 @@ _RECORD_LIMIT = 1
 
 
 def _partitions(topics: Any) -> tuple[PartitionAcks, ...]:
-    """Topics x partitions, merged by (topic id, partition) in first-seen order, batches in request order."""
+    """Topics x partitions, merged by (topic id, partition) in first-seen order, batches in request order (not
+    sorted: descending batches are INVALID_REQUEST, KafkaApis.validateAcknowledgementBatches)."""
     merged: dict[tuple[uuid.UUID, int], tuple[list[AckBatch], bool]] = {}
     for topic in topics:
         topic_id = topic.topic_id or _ZERO_UUID
@@ -51,7 +52,7 @@ def _partitions(topics: Any) -> tuple[PartitionAcks, ...]:
             if entries and not acknowledged:
                 merged[(topic_id, p.partition_index)] = (batches, True)
     return tuple(
-        PartitionAcks(topic_id, partition, tuple(sorted(batches, key=lambda b: b.first_offset)), acknowledged)
+        PartitionAcks(topic_id, partition, tuple(batches), acknowledged)
         for (topic_id, partition), (batches, acknowledged) in merged.items()
     )
 

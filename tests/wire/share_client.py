@@ -132,3 +132,51 @@ async def set_group_config(client: WireClient, group: str, **configs: str) -> An
             for name, value in configs.items()
         )),
     ), validate_only=False))  # fmt: skip
+
+
+DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = (
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+)
+
+
+def share_describe(*group_ids: str, operations: bool = False) -> Any:
+    return request(DESCRIBE, 1, group_ids=group_ids, include_authorized_operations=operations)
+
+
+def describe_offsets(group: str, topics: dict[str, list[int]] | None, *, version: int = 1) -> Any:
+    """DescribeShareGroupOffsets of one group; ``topics`` None asks for every initialised partition."""
+    return request(DESCRIBE_OFFSETS, version, groups=(
+        part(DESCRIBE_OFFSETS, version, "DescribeShareGroupOffsetsRequestGroup", group_id=group, topics=None
+             if topics is None else tuple(
+                 part(DESCRIBE_OFFSETS, version, "DescribeShareGroupOffsetsRequestTopic", topic_name=name,
+                      partitions=tuple(i32(p) for p in partitions))
+                 for name, partitions in topics.items()
+             )),
+    ))  # fmt: skip
+
+
+def alter_offsets(group: str, topics: dict[str, dict[int, int]]) -> Any:
+    """AlterShareGroupOffsets v0: topic -> partition -> new start offset."""
+    return request(ALTER_OFFSETS, 0, group_id=group, topics=tuple(
+        part(ALTER_OFFSETS, 0, "AlterShareGroupOffsetsRequestTopic", topic_name=name, partitions=tuple(
+            part(ALTER_OFFSETS, 0, "AlterShareGroupOffsetsRequestPartition", partition_index=i32(p),
+                 start_offset=i64(offset))
+            for p, offset in partitions.items()
+        ))
+        for name, partitions in topics.items()
+    ))  # fmt: skip
+
+
+def delete_offsets(group: str, *topics: str) -> Any:
+    return request(DELETE_OFFSETS, 0, group_id=group, topics=tuple(
+        part(DELETE_OFFSETS, 0, "DeleteShareGroupOffsetsRequestTopic", topic_name=name) for name in topics
+    ))  # fmt: skip
+
+
+def offsets_by_partition(answer: Any, topic: str) -> dict[int, tuple[int, int | None, Any]]:
+    """A DescribeShareGroupOffsets answer's (start offset, lag or None in v0, error) of ``topic`` by partition."""
+    (group,) = answer.groups
+    (found,) = [t for t in group.topics if t.topic_name == topic]
+    return {p.partition_index: (p.start_offset, getattr(p, "lag", None), p.error_code) for p in found.partitions}

@@ -35,15 +35,15 @@ from tests.coordinator.modern.consumer.harness import ConsumerHarness, E
 from tests.storage import make_batch
 
 __all__ = [
-    "ACCEPT", "GAP", "GROUP", "INTERVAL_MS", "LOCK_MS", "REJECT", "RELEASE", "SESSION_MS", "Acks", "E", "ShareHarness",
-    "ack_error", "acquired", "offsets", "share_config",
+    "ACCEPT", "GAP", "GROUP", "INTERVAL_MS", "LOCK_MS", "REJECT", "RELEASE", "RENEW", "SESSION_MS", "Acks", "E",
+    "ShareHarness", "ack_error", "acquired", "offsets", "share_config",
 ]  # fmt: skip
 
 GROUP = "share-group"
 SESSION_MS = 6_000
 INTERVAL_MS = 500
 LOCK_MS = 5_000
-GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
 
 # Acknowledgements of one partition: (first offset, last offset, types) batches.
 Acks = Sequence[tuple[int, int, tuple[int, ...]]]
@@ -153,11 +153,13 @@ class ShareHarness(ConsumerHarness):
         batch_size: int = 500,
         group_id: str = GROUP,
         connection: int = 1,
+        **options: Any,
     ) -> ShareAnswer:
-        """One ShareFetch; the session epoch defaults to the member's next (0 for its first fetch)."""
+        """One ShareFetch; the session epoch defaults to the member's next (0 for its first fetch). ``options``: those
+        of ``fetch_deferred`` (record_limit, renew, min_bytes, max_bytes, forgotten)."""
         answer = self.fetch_deferred(
             member_id, partitions, acks=acks, epoch=epoch, max_records=max_records, max_wait_ms=max_wait_ms,
-            batch_size=batch_size, group_id=group_id, connection=connection,
+            batch_size=batch_size, group_id=group_id, connection=connection, **options,
         )  # fmt: skip
         assert not isinstance(answer, Deferred), "the fetch was parked"
         return answer
@@ -174,14 +176,22 @@ class ShareHarness(ConsumerHarness):
         batch_size: int = 500,
         group_id: str = GROUP,
         connection: int = 1,
+        record_limit: bool = False,
+        renew: bool = False,
+        min_bytes: int = 1,
+        max_bytes: int = 1 << 20,
+        forgotten: Iterable[tuple[str, int]] = (),
     ) -> ShareAnswer | Deferred[ShareAnswer]:
+        """``record_limit``: v2 ShareAcquireMode 1; ``renew``: v2 IsRenewAck (the request is v2 with either)."""
         sent = self.epochs_of.get(member_id, 0) if epoch is None else epoch
         wanted = dict.fromkeys(partitions)
         for key in acks or {}:
             wanted.setdefault(key)
         request = ShareFetchRequest(
-            group_id, member_id, sent, max_wait_ms, 1, 1 << 20, max_records, batch_size,
+            group_id, member_id, sent, max_wait_ms, min_bytes, max_bytes, max_records, batch_size,
             tuple(self._acks(name, p, (acks or {}).get((name, p))) for name, p in wanted),
+            tuple((self.tid(name), p) for name, p in forgotten), record_limit, renew,
+            2 if record_limit or renew else 1,
         )  # fmt: skip
         answer = self.share.fetch(request, connection)
         if epoch is None:
@@ -195,10 +205,12 @@ class ShareHarness(ConsumerHarness):
         *,
         epoch: int | None = None,
         group_id: str = GROUP,
+        renew: bool = False,
     ) -> ShareAnswer:
         sent = self.epochs_of.get(member_id, 0) if epoch is None else epoch
         request = ShareAcknowledgeRequest(
-            group_id, member_id, sent, tuple(self._acks(name, p, batches) for (name, p), batches in acks.items())
+            group_id, member_id, sent, tuple(self._acks(name, p, batches) for (name, p), batches in acks.items()),
+            renew, 2 if renew else 1,
         )
         answer = self.share.acknowledge(request)
         if epoch is None and answer.error is E.none:

@@ -60,6 +60,8 @@ def rebuild_member(member_id: str, value: dict[str, Any], now_ms: int) -> ShareM
 def partition_value(share: SharePartition) -> dict[str, Any]:
     runs: list[list[int]] = []
     for offset, record in share.held():
+        if offset < share.start_offset:
+            continue  # still locked below a moved log start (6.9): finished whatever comes, as Kafka persists it
         state = RecordState.AVAILABLE if record.state is RecordState.ACQUIRED else record.state
         if runs and runs[-1][1] == offset - 1 and runs[-1][2] == state and runs[-1][3] == record.delivery_count:
             runs[-1][1] = offset

@@ -80,34 +80,31 @@ class ShareFetcher:
     # -- ShareFetch -----------------------------------------------------------------------------------------------
 
     def fetch(self, request: ShareFetchRequest, connection: int) -> ShareAnswer | Deferred[ShareAnswer]:
+        # A top-level error is ShareFetchRequest.getErrorResponse's answer: no partitions, AcquisitionLockTimeoutMs 0.
         group_id = request.group_id or ""
-        lock_ms = self.partitions.lock_duration_ms(group_id) if group_id else 0
         if not request.member_id:
-            return ShareAnswer(E.invalid_request, "MemberId can't be empty.", lock_ms)
+            return ShareAnswer(E.invalid_request, "MemberId can't be empty.")
         if not group_id:
-            return ShareAnswer(E.invalid_request, "GroupId can't be empty.", lock_ms)
+            return ShareAnswer(E.invalid_request, "GroupId can't be empty.")
         if request.renew and (
             request.max_bytes or request.min_bytes or request.max_records or request.max_wait_ms
             or any(not p.acknowledged for p in request.partitions)
         ):  # fmt: skip
             return ShareAnswer(
                 E.invalid_request, "Renew acknowledgement requests must not fetch (MaxBytes, MinBytes, MaxRecords and "
-                "MaxWaitMs 0, every partition acknowledged).", lock_ms,
+                "MaxWaitMs 0, every partition acknowledged).",
             )  # fmt: skip
         member_id, epoch = request.member_id, request.session_epoch
         session = self.sessions.get(group_id, member_id)
         added: list[tuple[TopicId, int]] = []
         if epoch == INITIAL_EPOCH:
             if any(p.acknowledged for p in request.partitions):
-                return ShareAnswer(
-                    E.invalid_request, "Acknowledge data present on initial epoch of share session.", lock_ms
-                )
+                return ShareAnswer(E.invalid_request, "Acknowledge data present on initial epoch of share session.")
             if session is not None:
                 self.sessions.remove(session)  # Kafka's newContext only removes it: its records are not released
             if self.sessions.full():
-                return ShareAnswer(
-                    E.share_session_limit_reached, "The share session cache is full.", lock_ms
-                )
+                refused = ShareAnswer(E.share_session_limit_reached, "The share session cache is full.")
+                return self._idle(refused, request.max_wait_ms)
             session = self.sessions.open(group_id, member_id, connection)
             for p in request.partitions:
                 session.partitions.setdefault((p.topic_id, p.partition))
@@ -115,12 +112,11 @@ class ShareFetcher:
         else:
             if session is None:
                 message = f"Share session not found for member {member_id}."
-                return ShareAnswer(E.share_session_not_found, message, lock_ms)
+                return ShareAnswer(E.share_session_not_found, message)
             if epoch != FINAL_EPOCH and epoch != session.epoch:
                 return ShareAnswer(
                     E.invalid_share_session_epoch,
                     f"The share session epoch {epoch} does not match the expected epoch {session.epoch}.",
-                    lock_ms,
                 )
             if epoch != FINAL_EPOCH:
                 for p in request.partitions:
@@ -130,9 +126,9 @@ class ShareFetcher:
                 for forgotten in request.forgotten:
                     session.partitions.pop(forgotten, None)
                 session.epoch = next_epoch(session.epoch)
-        answer = ShareAnswer(E.none, None, lock_ms)
+        answer = ShareAnswer(E.none, None, self.partitions.lock_duration_ms(group_id))
         shown: dict[tuple[TopicId, int], FetchedPartition] = {}
-        failed = self._acknowledge(group_id, member_id, request.partitions, request.renew, shown)
+        self._acknowledge(group_id, member_id, request.partitions, request.renew, shown)
         if epoch == FINAL_EPOCH:
             self.close(session, "closed by ShareFetch with the final epoch")
             answer.partitions = list(shown.values())
@@ -142,11 +138,13 @@ class ShareFetcher:
                 shown.setdefault(key, FetchedPartition(*key))
         for key in added:
             shown.setdefault(key, FetchedPartition(*key))
-        if request.renew or request.max_records <= 0:
+        if request.renew or request.max_records <= 0 or request.max_bytes <= 0:  # processShareFetch: nothing to fetch
             answer.partitions = list(shown.values())
             return answer
-        acquired = self._acquire(session, request, shown)
-        if acquired or failed or request.max_wait_ms <= 0 or not session.partitions:
+        waits_for_bytes = request.max_wait_ms > 0 and not self._min_bytes_met(session, request)
+        acquired = not waits_for_bytes and self._acquire(session, request, shown)
+        # A failed acknowledgement does not answer early: Kafka combines its result with the (delayed) fetch's.
+        if acquired or request.max_wait_ms <= 0 or not session.partitions:
             answer.partitions = list(shown.values())
             return answer
         return self._park(session, request, shown, answer, connection)
@@ -173,14 +171,17 @@ class ShareFetcher:
     def acknowledge_partition(
         self, group_id: str, member_id: str, acks: PartitionAcks, renew: bool
     ) -> tuple[ErrorCode, str | None]:
-        resolved = self.resolve(acks.topic_id, acks.partition)
-        if resolved.error is not E.none:
-            return resolved.error, None
+        # KafkaApis' order: the topic id, then validateAcknowledgementBatches, then the partition in the metadata.
+        if self.topics.by_id(acks.topic_id) is None:
+            return E.unknown_topic_id, None
         problem = validate_batches(acks.batches, renew)
         if problem is None and not renew and any(AcknowledgeType.RENEW in b.types for b in acks.batches):
             problem = "Renew acknowledgement type is only allowed with IsRenewAck"
         if problem is not None:
             return E.invalid_request, problem
+        resolved = self.resolve(acks.topic_id, acks.partition)
+        if resolved.error is not E.none:
+            return resolved.error, None
         key = (group_id, acks.topic_id, acks.partition)
         return self.partitions.acknowledge(key, resolved.log, member_id, acks.batches)
 
@@ -191,22 +192,31 @@ class ShareFetcher:
         keys = list(session.partitions)
         if not keys:
             return False
+        resolved_of = {key: self.resolve(*key) for key in keys}
+        for key, found in resolved_of.items():  # SharePartitionManager.processShareFetch: getOrCreateSharePartition
+            if found.log is not None:
+                self.partitions.ensure((session.group_id, *key), found.log)
         start = session.rotation % len(keys)
         session.rotation = start + 1
         budget = request.max_records
+        # MaxBytes as DelayedShareFetch reads: MaxBytes / n a partition (PartitionMaxBytesStrategy UNIFORM) within
+        # what the request has left, at least one batch until a partition returned data (ReplicaManager.readFromLog).
+        bytes_left, share_of_bytes, at_least_one = request.max_bytes, request.max_bytes // len(keys), True
         anything = False
         for key in keys[start:] + keys[:start]:
             if budget <= 0:
                 break
-            resolved = self.resolve(*key)
+            resolved = resolved_of[key]
             if resolved.error is not E.none or resolved.log is None:
                 entry = shown.setdefault(key, FetchedPartition(*key))
                 entry.error = resolved.error
                 continue
-            ranges, batches = self.partitions.acquire(
+            ranges, batches, read = self.partitions.acquire(
                 (session.group_id, *key), resolved.log, session.member_id, budget, request.batch_size,
-                record_limit=request.record_limit,
+                record_limit=request.record_limit, max_bytes=min(share_of_bytes, bytes_left), at_least_one=at_least_one,
             )  # fmt: skip
+            bytes_left = max(0, bytes_left - read)
+            at_least_one = at_least_one and read == 0
             if not ranges:
                 continue
             anything = True
@@ -215,6 +225,22 @@ class ShareFetcher:
             entry.records = b"".join(batch.data for batch in batches)
             entry.acquired = ranges
         return anything
+
+    def _min_bytes_met(self, session: ShareSession, request: ShareFetchRequest) -> bool:
+        """DelayedShareFetch.isMinBytesSatisfied: the bytes from each session partition's next fetch offset up to its
+        high watermark (last stable offset for read_committed), counted as if all were acquirable, reach MinBytes.
+        MinBytes 1 or less needs nothing beyond something to acquire (the caller parks when nothing was)."""
+        if request.min_bytes <= 1:
+            return True
+        total = 0
+        for key in session.partitions:
+            log = self.resolve(*key).log
+            if log is None:
+                continue
+            share = self.partitions.ensure((session.group_id, *key), log)
+            upper = log.last_stable_offset if self.partitions.read_committed(session.group_id) else log.high_watermark
+            total += max(0, log.bytes_from(share.fetch_offset()) - log.bytes_from(upper))
+        return total >= request.min_bytes
 
     # -- long polling (DelayedShareFetch) --------------------------------------------------------------------------
 
@@ -233,6 +259,19 @@ class ShareFetcher:
         self.purgatory.schedule(share_fetch_key(parked.number), request.max_wait_ms, parked.time_out)
         return parked.pending
 
+    def _idle(self, answer: ShareAnswer, wait_ms: int) -> ShareAnswer | Deferred[ShareAnswer]:
+        """SharePartitionManager.createIdleShareFetchTimerTask: a ShareFetch refused a session is answered after its
+        MaxWaitMs, so that a client without a session does not spin on the broker."""
+        if wait_ms <= 0:
+            return answer
+        pending: Deferred[ShareAnswer] = Deferred()
+
+        def answer_now() -> None:
+            pending.complete(answer)
+
+        self.purgatory.schedule(share_fetch_key(next(self._numbers)), wait_ms, answer_now)
+        return pending
+
     def unpark(self, parked: _ParkedFetch) -> None:
         self.parked.pop(parked.number, None)
         self.purgatory.cancel(share_fetch_key(parked.number))
@@ -242,27 +281,22 @@ class ShareFetcher:
     # -- ShareAcknowledge (section 9) --------------------------------------------------------------------------------
 
     def acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAnswer:
+        # A top-level error is ShareAcknowledgeRequest.getErrorResponse's answer: AcquisitionLockTimeoutMs 0 (v2).
         group_id = request.group_id or ""
-        lock_ms = self.partitions.lock_duration_ms(group_id) if group_id else 0
         if not request.member_id:
-            return ShareAnswer(E.invalid_request, "MemberId can't be empty.", lock_ms)
+            return ShareAnswer(E.invalid_request, "MemberId can't be empty.")
         if not group_id:
-            return ShareAnswer(E.invalid_request, "GroupId can't be empty.", lock_ms)
+            return ShareAnswer(E.invalid_request, "GroupId can't be empty.")
         epoch = request.session_epoch
         if epoch == INITIAL_EPOCH:
-            return ShareAnswer(
-                E.invalid_share_session_epoch, "ShareAcknowledge cannot open a share session (epoch 0).", lock_ms
-            )
+            return ShareAnswer(E.invalid_share_session_epoch, "ShareAcknowledge cannot open a share session (epoch 0).")
         session = self.sessions.get(group_id, request.member_id)
         if session is None:
-            return ShareAnswer(
-                E.share_session_not_found, f"Share session not found for member {request.member_id}.", lock_ms
-            )
+            return ShareAnswer(E.share_session_not_found, f"Share session not found for member {request.member_id}.")
         if epoch != FINAL_EPOCH and epoch != session.epoch:
             return ShareAnswer(
                 E.invalid_share_session_epoch,
                 f"The share session epoch {epoch} does not match the expected epoch {session.epoch}.",
-                lock_ms,
             )
         shown: dict[tuple[TopicId, int], FetchedPartition] = {}
         for acks in request.partitions:
@@ -274,7 +308,7 @@ class ShareFetcher:
             self.close(session, "closed by ShareAcknowledge with the final epoch")
         else:
             session.epoch = next_epoch(session.epoch)
-        return ShareAnswer(E.none, None, lock_ms, list(shown.values()))
+        return ShareAnswer(E.none, None, self.partitions.lock_duration_ms(group_id), list(shown.values()))
 
     # -- sessions ending ----------------------------------------------------------------------------------------------
 
@@ -325,12 +359,18 @@ class _ParkedFetch:
         if self.fetcher.sessions.get(self.session.group_id, self.session.member_id) is not self.session:
             self._complete()
             return
-        if self.fetcher._acquire(self.session, self.request, self.shown):
+        if self.fetcher._min_bytes_met(self.session, self.request) and self.fetcher._acquire(
+            self.session, self.request, self.shown
+        ):
             self._complete()
 
     def time_out(self) -> None:
-        if not self.pending.done:
-            self._complete()
+        """MaxWaitMs is over: whatever is acquirable now is acquired (MinBytes or not, DelayedShareFetch.onComplete)."""
+        if self.pending.done:
+            return
+        if self.fetcher.sessions.get(self.session.group_id, self.session.member_id) is self.session:
+            self.fetcher._acquire(self.session, self.request, self.shown)
+        self._complete()
 
     def cancel(self) -> None:
         """The connection or the session went: nothing is acquired for it any more."""

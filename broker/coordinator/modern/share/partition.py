@@ -42,6 +42,8 @@ class RecordState(enum.IntEnum):
 
 
 _FINISHED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+_INT32_MAX = 2**31 - 1
+_NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."
 
 
 class AcknowledgeType(enum.IntEnum):
@@ -102,6 +104,8 @@ class ShareLog(Protocol):
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
 
+    def bytes_from(self, offset: int) -> int: ...
+
 
 @dataclass(slots=True, eq=False)
 class Acquisition:
@@ -159,6 +163,7 @@ class Change:
     rejected: int = 0
     rejected_records: list[tuple[int, int]] = field(default_factory=list)  # (offset, delivery count) REJECT or GAP
     renewed: list[int] = field(default_factory=list)
+    bytes_read: int = 0  # what an acquisition read of the log (MaxBytes, section 8.3)
 
 
 class SharePartition:
@@ -199,6 +204,14 @@ class SharePartition:
         """The in-flight offsets with their records, in offset order."""
         return iter(sorted(self.records.items()))
 
+    def fetch_offset(self) -> int:
+        """Where the next fetch reads the log: the first AVAILABLE in-flight offset, else SPEO + 1."""
+        if self.available:
+            for offset in range(self.start_offset, self.next_offset):
+                if self.records[offset].state is RecordState.AVAILABLE:
+                    return offset
+        return self.next_offset
+
     def finished_above_start(self) -> int:
         return sum(1 for r in self.records.values() if r.state in _FINISHED)
 
@@ -221,20 +234,21 @@ class SharePartition:
         self.available = 0
 
     def follow_log_start(self, log: ShareLog, change: Change) -> None:
-        """AVAILABLE records below a log start that moved past them are archived, and the SPSO follows."""
+        """SharePartition.updateCacheAndOffsets: the log start moved past the SPSO. The AVAILABLE records below it
+        are archived and the SPSO becomes the log start; ACQUIRED records below it stay locked (below the SPSO: an
+        acknowledgement of them is ignored) and are archived when their lock expires or their session ends."""
         log_start = log.log_start_offset
         if self.start_offset >= log_start:
             return
         for offset in range(self.start_offset, min(log_start, self.next_offset)):
             record = self.records.get(offset)
-            if record is not None and record.state is RecordState.AVAILABLE:
+            if record is None or record.state is RecordState.ACQUIRED:
+                continue
+            if record.state is RecordState.AVAILABLE:
                 self._finish(record, RecordState.ARCHIVED)
-        if self.next_offset < log_start:
-            for offset in range(self.start_offset, self.next_offset):
-                self.records.pop(offset, None)
-            self.records = {o: r for o, r in self.records.items() if o >= log_start}
-            self.start_offset = self.next_offset = log_start
-            self.available = sum(1 for r in self.records.values() if r.state is RecordState.AVAILABLE)
+            del self.records[offset]
+        self.start_offset = log_start
+        self.next_offset = max(self.next_offset, log_start)
         self._advance()
 
     # -- acquisition (section 6.4) -----------------------------------------------------------------------------
@@ -250,15 +264,31 @@ class SharePartition:
         read_committed: bool,
         max_locks: int,
         acquisition: Acquisition,
+        max_bytes: int = _INT32_MAX,
+        at_least_one: bool = True,
     ) -> tuple[Change, list[LoggedBatch]]:
         """Acquire up to about ``max_records`` for ``member_id`` under ``acquisition``'s lock; the batches that hold
-        them are returned for the response's Records."""
+        them are returned for the response's Records.
+
+        Only what the fetch reads can be acquired (DelayedShareFetch, ReplicaManager.readFromLog): whole stored
+        batches from the next fetch offset within ``max_bytes``, at least one when ``at_least_one``; the bytes read
+        are in ``change.bytes_read``."""
         change = Change()
         self.follow_log_start(log, change)
         offsets = acquisition.offsets
         budget = max_records
+        read, window_end, counted_until = 0, self.next_offset, self.fetch_offset()
+        for batch in log.batches_from(counted_until):
+            if batch.base_offset >= self.next_offset:
+                break
+            size = len(batch.data)
+            if read + size > max_bytes and not (at_least_one and read == 0):
+                window_end = batch.base_offset  # the bytes ran out inside the in-flight window
+                break
+            read += size
+            counted_until = batch.last_offset + 1
         if self.available:
-            for offset in range(self.start_offset, self.next_offset):
+            for offset in range(self.start_offset, window_end):
                 if budget <= 0:
                     break
                 record = self.records[offset]
@@ -269,11 +299,16 @@ class SharePartition:
         upper = log.last_stable_offset if read_committed else log.high_watermark
         batches: list[LoggedBatch] = []
         new_first = self.next_offset
-        if budget > 0 and self.next_offset < upper and self.in_flight() < max_locks:
+        if budget > 0 and window_end == self.next_offset < upper and self.in_flight() < max_locks:
             aborted = self._aborted_ranges(log, upper) if read_committed else ()
             for batch in log.batches_from(self.next_offset):
                 if batch.base_offset >= upper or budget <= 0 or self.in_flight() >= max_locks:
                     break
+                if batch.base_offset >= counted_until:  # not read yet (a batch split by record-limit mode was)
+                    size = len(batch.data)
+                    if read + size > max_bytes and not (at_least_one and read == 0):
+                        break
+                    read += size
                 first = max(batch.base_offset, self.next_offset)
                 last = batch.last_offset
                 if record_limit and not batch.is_control:
@@ -299,8 +334,9 @@ class SharePartition:
             wanted = sorted(offsets)
             batches = _covering(log, wanted)
             change.acquired = _ranges(wanted, self.records, batch_size, batches)
-        elif self.next_offset > new_first:
-            self._advance()  # only archived offsets were added: the SPSO may move over them
+        if self.next_offset > new_first:
+            self._advance()  # archived offsets (markers, aborted data) may lead: the SPSO moves over them
+        change.bytes_read = read
         return change, batches
 
     def _take(self, record: InFlightRecord, member_id: str, acquisition: Acquisition, *, new: bool = False) -> None:
@@ -327,18 +363,17 @@ class SharePartition:
         for batch in batches:
             if batch.last_offset < self.start_offset or not self.initialised:
                 continue  # already finished (below the SPSO)
+            # SharePartition's messages (its per-offset path: state is kept per offset here).
             if batch.last_offset >= self.next_offset:
-                return ErrorCode.invalid_request, "The acknowledgement batch lies past the acquired records", change
+                which = "first" if batch.first_offset >= self.next_offset else "last"
+                return ErrorCode.invalid_request, f"Batch record not found. The {which} offset in request is past " \
+                    "acquired records.", change  # fmt: skip
             for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
                 record = self.records[offset]
                 if record.state is not RecordState.ACQUIRED:
-                    return ErrorCode.invalid_record_state, f"The record {offset} is not in the acquired state", change
+                    return ErrorCode.invalid_record_state, _NOT_ACQUIRED, change
                 if record.member_id != member_id:
-                    return (
-                        ErrorCode.invalid_record_state,
-                        f"Member is not the owner of the acquired record {offset}",
-                        change,
-                    )
+                    return ErrorCode.invalid_record_state, "Member is not the owner of offset", change
                 kind = batch.types[0] if len(batch.types) == 1 else batch.types[offset - batch.first_offset]
                 plan.append((record, offset, kind))
         for record, offset, kind in plan:
@@ -372,7 +407,7 @@ class SharePartition:
         """Every record ``member_id`` holds goes back (its share session ended); the locks it held are returned."""
         change = Change()
         locks: set[Acquisition] = set()
-        for offset, record in self.records.items():
+        for offset, record in list(self.records.items()):
             if record.state is RecordState.ACQUIRED and record.member_id == member_id:
                 if record.lock is not None:
                     locks.add(record.lock)
@@ -389,7 +424,10 @@ class SharePartition:
     def _release(self, record: InFlightRecord, offset: int, delivery_limit: int, change: Change) -> None:
         record.member_id = None
         record.lock = None
-        if record.delivery_count >= delivery_limit:
+        if offset < self.start_offset:  # left below the SPSO by a moved log start (6.9): finished, not redelivered
+            self._finish(record, RecordState.ARCHIVED)
+            del self.records[offset]
+        elif record.delivery_count >= delivery_limit:
             self._finish(record, RecordState.ARCHIVED)
             change.archived.append((offset, record.delivery_count))
         else:

@@ -98,8 +98,18 @@ class SharePartitions:
     # -- acquisition ---------------------------------------------------------------------------------------------
 
     def acquire(
-        self, key: PartitionKey, log: ShareLog, member_id: str, max_records: int, batch_size: int, *, record_limit: bool
-    ) -> tuple[list[tuple[int, int, int]], list[LoggedBatch]]:
+        self,
+        key: PartitionKey,
+        log: ShareLog,
+        member_id: str,
+        max_records: int,
+        batch_size: int,
+        *,
+        record_limit: bool,
+        max_bytes: int = 2**31 - 1,
+        at_least_one: bool = True,
+    ) -> tuple[list[tuple[int, int, int]], list[LoggedBatch], int]:
+        """The acquired ranges, the stored batches holding them and the bytes the acquisition read."""
         share = self.ensure(key, log)
         group_id = key[0]
         lock_ms = self.lock_duration_ms(group_id)
@@ -114,11 +124,13 @@ class SharePartitions:
             read_committed=self.read_committed(group_id),
             max_locks=self.config.share_partition_max_record_locks,
             acquisition=acquisition,
+            max_bytes=max_bytes,
+            at_least_one=at_least_one,
         )
         if acquisition.offsets:
             self._lock(key, acquisition, lock_ms)
             self.events.records_acquired(group_id, key[1], key[2], member_id, change.acquired, lock_ms)
-        return change.acquired, batches
+        return change.acquired, batches, change.bytes_read
 
     def _lock(self, key: PartitionKey, acquisition: Acquisition, lock_ms: int) -> None:
         self.locks[acquisition.number] = (key, acquisition)
@@ -155,10 +167,10 @@ class SharePartitions:
         self, key: PartitionKey, log: ShareLog | None, member_id: str, batches: tuple[AckBatch, ...]
     ) -> tuple[ErrorCode, str | None]:
         share = self.partitions.get(key)
-        if share is None:
-            if log is None:
-                return ErrorCode.unknown_topic_or_partition, None
-            share = self.ensure(key, log)
+        if share is None or not share.initialised:
+            # SharePartitionManager.acknowledge: no share-partition of the group here (none was ever fetched).
+            # Nothing is created: an acknowledgement must not fix the SPSO before the first fetch does.
+            return ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
         error, message, change = share.acknowledge(member_id, batches, self.config.share_delivery_count_limit)
         if error is not ErrorCode.none:
             return error, message

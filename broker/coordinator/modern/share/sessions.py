@@ -3,8 +3,9 @@
 
 A session is keyed by (group id, member id) on this broker: the partitions the member fetches here and an epoch
 (``ShareRequestMetadata``: 0 opens, -1 closes, ``next_epoch`` wraps from Integer.MAX_VALUE to 1). The cache holds at
-most ``group.share.max.share.sessions`` and remembers which connection opened each session, so that a closed
-connection ends its session at once (SSC's ``ClientConnectionDisconnectListener``).
+most ``group.share.max.share.sessions`` and remembers, per connection, the session it opened last (SSC's
+``connectionIdToSessionMap``: one entry a connection, overwritten by the next session it opens, forgotten when that
+session ends otherwise), so that a closed connection ends that session at once (``ClientConnectionDisconnectListener``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class ShareSessions:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.sessions: dict[SessionKey, ShareSession] = {}
-        self.by_connection: dict[int, set[SessionKey]] = {}
+        self.by_connection: dict[int, SessionKey] = {}
 
     def __len__(self) -> int:
         return len(self.sessions)
@@ -58,22 +59,20 @@ class ShareSessions:
     def open(self, group_id: str, member_id: str, connection: int) -> ShareSession:
         session = ShareSession(group_id, member_id, connection)
         self.sessions[session.key] = session
-        self.by_connection.setdefault(connection, set()).add(session.key)
+        self.by_connection[connection] = session.key
         return session
 
     def remove(self, session: ShareSession) -> None:
         if self.sessions.get(session.key) is session:
             del self.sessions[session.key]
-        keys = self.by_connection.get(session.connection)
-        if keys is not None:
-            keys.discard(session.key)
-            if not keys:
-                del self.by_connection[session.connection]
+        if self.by_connection.get(session.connection) == session.key:
+            del self.by_connection[session.connection]  # Kafka marks the entry stale: the disconnect ends nothing
 
     def of_connection(self, connection: int) -> list[ShareSession]:
-        keys = self.by_connection.pop(connection, set())
-        found = [self.sessions[key] for key in keys if key in self.sessions]
-        return [s for s in found if s.connection == connection]
+        """The session ``connection`` opened last, if it is still there (what its disconnect ends)."""
+        key = self.by_connection.pop(connection, None)
+        found = None if key is None else self.sessions.get(key)
+        return [found] if found is not None and found.connection == connection else []
 
     def of_group(self, group_id: str) -> list[ShareSession]:
         return [s for s in self.sessions.values() if s.group_id == group_id]
