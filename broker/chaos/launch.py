@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -253,6 +253,7 @@ class Incarnation:
     signalled: str | None = None  # "SIGKILL" / "SIGTERM" sent by the schedule, or "stop" at the end
     signalled_at: float | None = None
     exited_at: float | None = None
+    pauses: list[tuple[float, float | None]] = field(default_factory=list)  # SIGSTOP .. SIGCONT (share runs)
 
     @property
     def client_id(self) -> str:
