@@ -104,6 +104,6 @@ class Schedule:
     def restarted(self, old: Incarnation, new: Incarnation) -> None:
         """``new`` replaced ``old``: no restart due for its slot any more, and ``old``'s kill says by whom."""
         del self.restarts[old.slot]
-        for kill in self.kills:
-            if kill.slot == old.slot and kill.incarnation == old.incarnation:
+        for kill in self.kills:  # a share run's member may have been SIGSTOPped (and resumed) before its SIGKILL
+            if kill.slot == old.slot and kill.incarnation == old.incarnation and kill.restarted_at is None:
                 kill.restarted_as, kill.restarted_at = new.client_id, new.started_at

@@ -36,7 +36,8 @@ JSON = dict[str, Any]
 #: consumer tests allow (tests/clients/test_share_consumer.py EARLY_S).
 TOLERANCE_S = 0.25
 #: The causes a redelivery can have, in the order they are checked.
-CAUSES = ("killed", "exited", "closed", "stopped", "lock_expired")
+#: ``unrecorded``: the delivery before the first one a worker wrote down went to a worker killed before it wrote.
+CAUSES = ("killed", "exited", "closed", "stopped", "lock_expired", "unrecorded")
 LISTED = 50  # how many keys, records or violations the report lists at most
 
 
@@ -215,9 +216,11 @@ def judge_record(
 
     counts = [d.delivery_count for d in found if d.delivery_count is not None]
     # A delivery count that skips a value is an acquisition no worker wrote down (killed between the poll and
-    # the write): a redelivery all the same, its cause the next one's.
+    # the write): a redelivery all the same, of cause "unrecorded".
     if counts:
-        verdict.unseen += counts[0] - 1 + sum(b - a - 1 for a, b in pairwise(counts) if b > a)
+        unseen = counts[0] - 1 + sum(b - a - 1 for a, b in pairwise(counts) if b > a)
+        verdict.unseen += unseen
+        verdict.redeliveries["unrecorded"] += unseen
     accepted_once: Delivery | None = None
     for previous, current in pairwise(found):
         if accepted_once is None and previous in accepted:

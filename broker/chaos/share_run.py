@@ -209,8 +209,10 @@ def verify(
 
 
 def kill_reports(kills: list[Kill], records: ShareRecords, events: list[JSON], accepted: Set[Delivery]) -> list[JSON]:
-    """Per kill: whom, how, the records the victim held (delivered to it, never accepted by it), and how long until
-    every one of them was delivered again; and the broker's member_expired/member_left for it, if any."""
+    """Per kill: whom, how, the records the victim held (delivered to it by a poll begun before the signal, never
+    accepted by it: a SIGSTOPped poll returns after the SIGCONT what the broker acquired for it before), and how long
+    until every one of them was delivered again; and the broker's member_expired/member_left for it, if any (for a
+    SIGSTOP, before its SIGCONT: its close at the end of the run is no detection)."""
     clients = {
         e["member_id"]: str(e.get("client_id")) for e in events if e.get("event") in JOINED and e.get("member_id")
     }
@@ -219,7 +221,7 @@ def kill_reports(kills: list[Kill], records: ShareRecords, events: list[JSON], a
         victim = kill.client_id
         held = {
             (d.partition, d.offset): d for d in records.deliveries
-            if d.member == victim and d.at <= kill.at and d not in accepted
+            if d.member == victim and d.polled_at <= kill.at and d not in accepted
         }  # fmt: skip
         back: list[float] = []
         for (partition, offset), mine in held.items():
@@ -231,9 +233,10 @@ def kill_reports(kills: list[Kill], records: ShareRecords, events: list[JSON], a
             if later:
                 back.append(min(later) - kill.at)
         member_ids = {m for m, c in clients.items() if c == victim}
+        until_ms = kill.restarted_at * 1000 if kill.signal == "SIGSTOP" and kill.restarted_at else float("inf")
         gone = next(
             (e for e in events if e.get("event") in (names.MEMBER_EXPIRED, names.MEMBER_LEFT)
-             and e.get("member_id") in member_ids and e.get("ts_ms", 0) >= kill.at * 1000 - 2),
+             and e.get("member_id") in member_ids and kill.at * 1000 - 2 <= e.get("ts_ms", 0) <= until_ms),
             None,
         )  # fmt: skip
         rows.append({

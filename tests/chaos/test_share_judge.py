@@ -44,7 +44,7 @@ def test_a_healthy_history_passes_and_counts_causes() -> None:
     report = verdict.json()
     assert verdict.ok, report
     assert report["redeliveries_by_cause"] == {
-        "killed": 2, "exited": 0, "closed": 0, "stopped": 1, "lock_expired": 0
+        "killed": 2, "exited": 0, "closed": 0, "stopped": 1, "lock_expired": 0, "unrecorded": 0
     }, report  # fmt: skip
     assert (report["accepted"], report["failed_acks"], report["archived"]) == (4, 1, 0)
 

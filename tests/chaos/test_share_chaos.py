@@ -1,0 +1,151 @@
+"""``group-broker chaos run --group-protocol share``: a KIP-932 share group of confluent-kafka ShareConsumers under the
+chaos schedule, judged record by record (``broker.chaos.share_judge``).
+
+The end-to-end test runs the command line as a user would, with its own broker: three ShareConsumer processes on a
+three-partition topic, a kill every 3 s for 7 s (seed 2: SIGSTOP of chaos-0-0, then SIGKILL of chaos-1-0), a 2000 ms
+record lock and SIGCONT 2.5 s after the SIGSTOP. The stopped member's records must come back by their lock's expiry
+(docs/spec/share-groups.md 6.6) while it is stopped, the killed member's when its connection closes (6.8, 7); every
+record must be delivered and accepted, never twice under one lock, and the broker's own totals must agree with what
+the workers wrote. Then the workers' real files are judged again, doctored: a batch copied into another worker's
+file (one lock, two members) and a record taken out (lost) must fail the verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.chaos import options as chaos_options
+from broker.chaos import runner
+from broker.chaos.records import Produced
+from broker.chaos.share_judge import Member, judge
+from broker.chaos.share_run import ShareRecords
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+LOCK_MS = 2000
+STOP_S = 2.5
+
+
+def chaos(*options: str, timeout: float = 80) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker", "chaos", "run", *options],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def members_of(report: dict[str, Any]) -> dict[str, Member]:
+    """The members' lives as the report tells them: the judge's ``members`` input, rebuilt."""
+    found: dict[str, Member] = {}
+    for kill in report["kills"]:
+        if kill["signal"] == "SIGKILL":
+            found[kill["client_id"]] = Member(kill["client_id"], killed_at=kill["at"])
+        else:
+            found[kill["client_id"]] = Member(kill["client_id"], stops=((kill["at"], kill["at"] + kill["restart_s"]),))
+    return found
+
+
+def read_records(work: Path) -> ShareRecords:
+    records = ShareRecords()
+    for path in sorted(work.glob("chaos-*.records")):
+        records.read(path)
+    return records
+
+
+@pytest.mark.timeout(120)
+def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redeliveries(tmp_path: Path) -> None:
+    report_path, work = tmp_path / "report.json", tmp_path / "work"
+    done = chaos(
+        "--group-protocol", "share", "--consumers", "3", "--partitions", "3", "--rate", "100",
+        "--duration", "7", "--interval", "3", "--kill-ratio", "0.5", "--restart-after", str(STOP_S), "--seed", "2",
+        "--share-lock-ms", str(LOCK_MS), "--json", str(report_path), "--workdir", str(work),
+    )  # fmt: skip
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    report = json.loads(report_path.read_text())
+    context = f"{json.dumps({k: v for k, v in report.items() if k != 'consumers'}, indent=1)[:8000]}\n{done.stdout}"
+    assert report["ok"] is True, context
+    config, share = report["config"], report["share"]
+    assert (config["group_protocol"], config["share_lock_ms"], config["share_ack"]) == ("share", LOCK_MS, "implicit")
+
+    assert [(k["signal"], k["client_id"]) for k in report["kills"]] == [
+        ("SIGSTOP", "chaos-0-0"), ("SIGKILL", "chaos-1-0")
+    ], context  # fmt: skip
+    stop, kill = report["kills"]
+    assert stop["restarted_as"] == "chaos-0-0" and STOP_S - 0.2 <= stop["restart_s"] <= STOP_S + 1, context
+    assert kill["restarted_as"] == "chaos-1-1", context
+
+    # Every record delivered and accepted, none lost, none twice under one lock or after its acceptance.
+    assert share["produced"] > 400 and share["produced"] == report["records"]["produced"], context
+    assert share["lost"] == share["unaccepted"] == share["archived"] == 0, context
+    assert share["accepted"] == share["records_delivered"] >= share["produced"], context
+    assert share["violations"] == {"same_lock": 0, "overlap": 0, "after_accept": 0}, context
+    # The stopped member held records when it stopped (a ShareFetch is nearly always waiting for it at 100
+    # records/s): they came back by their lock's expiry, before its SIGCONT, and its late acceptance was refused.
+    causes = share["redeliveries_by_cause"]
+    assert causes["stopped"] >= 1 and stop["held"] >= 1 and stop["came_back"] == stop["held"], context
+    assert LOCK_MS / 1000 - 0.5 <= stop["back_s"] <= STOP_S + 1, context
+    assert kill["back_s"] is None or kill["back_s"] < LOCK_MS / 1000, "a SIGKILLed holder's records come back at once"
+    # The broker's counts of the same records: every delivery it made, the workers saw or the judge accounted for.
+    broker = share["broker"]
+    assert broker["delivered_total"] == share["deliveries"] + share["unseen_deliveries"], context
+    assert broker["redelivered_total"] == share["redelivered"], context
+    assert broker["released_events_by_cause"].get("lock_expired", 0) >= causes["stopped"], context
+    assert broker["archived_total"] == 0, context
+
+    out = done.stdout
+    assert "2 kills (share group, implicit acknowledgement, lock 2000 ms, seed 2)" in out, out
+    assert "SIGSTOP" in out and "SIGCONT chaos-0-0" in out and "never under one lock twice  OK" in out, out
+    assert "two members under one lock 0, delivered under a live lock 0, delivered after acceptance 0" in out, out
+
+    # The same files, judged again: as they are they pass; doctored, they fail.
+    produced = Produced.load(work / "producer.json").keys()
+    members = members_of(report)
+    records = read_records(work)
+    again = judge(produced, records.deliveries, records.acks, members, LOCK_MS / 1000, 5)
+    assert again.ok and again.json()["redelivered"] == share["redelivered"], again.json()
+
+    victim = next(p for p in sorted(work.glob("chaos-*.records")) if p.name != "chaos-2-0.records")
+    batch = next(line for line in victim.read_text().splitlines() if '"e":"batch"' in line)
+    copy = json.loads(batch)
+    copy["at"] += 0.01
+    with (work / "chaos-2-0.records").open("a") as other:  # the same acquisition given to a second member
+        other.write(json.dumps(copy) + "\n")
+    doubled = read_records(work)
+    verdict = judge(produced, doubled.deliveries, doubled.acks, members, LOCK_MS / 1000, 5)
+    assert not verdict.ok and {v["kind"] for v in verdict.violations} == {"same_lock"}, verdict.json()
+
+    first = json.loads(batch)["records"][0]
+    lost = [d for d in records.deliveries if d.key != first[3]]
+    verdict = judge(produced, lost, records.acks, members, LOCK_MS / 1000, 5)
+    assert not verdict.ok and verdict.lost == [first[3]], verdict.json()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--client", "aiokafka"], "--group-protocol share needs --client confluent"),
+        (["--assignor", "range"], "a share group's partitions are assigned by the broker"),
+        (["--exactly-once"], "--exactly-once is for consumer groups"),
+        (["--broker-restart-every", "5"], "--broker-restart-every is not for --group-protocol share"),
+        (["--share-lock-ms", "500"], "--share-lock-ms must be at least 1000"),
+    ],
+)
+def test_share_runs_refuse_what_they_cannot_do(options: list[str], message: str) -> None:
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    args = parser.parse_args(["--group-protocol", "share", *options])
+    problems = chaos_options.argument_problems(args)
+    assert any(message in problem for problem in problems), problems
+    assert runner.run(args) == 2
+
+
+def test_the_command_line_refuses_share_options_without_share_and_assignor_with_it() -> None:
+    done = chaos("--share-lock-ms", "3000")
+    assert done.returncode == 2 and "--share-lock-ms is for --group-protocol share" in done.stderr, done
+    done = chaos("--group-protocol", "share", "--assignor", "range")
+    assert done.returncode == 2 and "--assignor is a classic-protocol client setting" in done.stderr, done
