@@ -30,6 +30,11 @@ GROUP_PROTOCOLS = (*CONSUMER_GROUP_PROTOCOLS, "share")
 #: default 3 s a SIGSTOP lasts (--restart-after), so they come back while it is stopped.
 SHARE_LOCK_MS = 2000
 SHARE_ACK_MODES = ("implicit", "explicit")
+PARTITIONS = 6
+#: A share run's topic has one partition unless told otherwise: the simple assignor gives a partition to
+#: ceil(members / partitions) members (docs/spec/share-groups.md 5), so with one partition every member shares it
+#: and a stopped or killed member's records go to the others; with partitions >= members each is exclusive.
+SHARE_PARTITIONS = 1
 #: The one client library that speaks the consumer protocol (librdkafka 2.12+: docs/spec/consumer-groups.md 12).
 CONSUMER_PROTOCOL_CLIENT = "confluent"
 #: The library of the exactly-once worker (``broker.chaos.eos_worker``).
@@ -51,7 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     workload = parser.add_argument_group("workload")
     workload.add_argument("--client", choices=CLIENTS, default="confluent", help="client library (default confluent)")
     workload.add_argument("--consumers", type=int, default=3, metavar="N", help="consumer processes (default 3)")
-    workload.add_argument("--partitions", type=int, default=6, metavar="N", help="topic partitions (default 6)")
+    workload.add_argument(
+        "--partitions", type=int, default=None, metavar="N",
+        help=f"topic partitions (default {PARTITIONS}; with --group-protocol share {SHARE_PARTITIONS}: a queue every "
+        "member shares)",
+    )  # fmt: skip
     workload.add_argument("--topic", default=None, help="topic (default: chaos-<run id>, created if missing)")
     workload.add_argument("--group", default=None, help="consumer group (default: chaos-<run id>)")
     workload.add_argument("--rate", type=float, default=100.0, metavar="R", help="records per second (default 100)")
@@ -141,7 +150,7 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
     problems = []
     if args.consumers < 1:
         problems.append("--consumers must be at least 1")
-    if args.partitions < 1:
+    if args.partitions is not None and args.partitions < 1:
         problems.append("--partitions must be at least 1")
     if not args.rate > 0:
         problems.append("--rate must be positive")
@@ -264,6 +273,12 @@ def share_config(args: argparse.Namespace) -> JSON:
     if args.group_protocol != "share":
         return {}
     return {"share_lock_ms": share_lock_ms(args), "share_ack": args.share_ack or SHARE_ACK_MODES[0]}
+
+
+def resolve_defaults(args: argparse.Namespace) -> None:
+    """The defaults that depend on the group protocol (``--partitions``), once the options are known to be usable."""
+    if args.partitions is None:
+        args.partitions = SHARE_PARTITIONS if args.group_protocol == "share" else PARTITIONS
 
 
 def share_lock_ms(args: argparse.Namespace) -> int:

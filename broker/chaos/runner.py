@@ -90,12 +90,19 @@ from broker.chaos.measure import (
     member_clients,
     summarize,
 )
-from broker.chaos.options import DESCRIPTION, PROGRAM, add_arguments, argument_problems, config_report, share_lock_ms
+from broker.chaos.options import (
+    DESCRIPTION,
+    PROGRAM,
+    add_arguments,
+    argument_problems,
+    config_report,
+    resolve_defaults,
+    share_lock_ms,
+)
 from broker.chaos.protocols import PROTOCOLS
 from broker.chaos.records import Produced, Records, records_report
 from broker.chaos.schedule import Schedule
 from broker.chaos.share_display import print_share_report
-from broker.chaos.share_judge import accepted_deliveries
 from broker.control.client import ControlClient, ControlError, configured_url
 from broker.control.grace import GraceError, grace_seconds
 
@@ -483,8 +490,7 @@ class Run:
         assert isinstance(self.records, share_run.ShareRecords) and self.control is not None
         lock_ms = share_lock_ms(self.args)
         verdict = share_run.verify(produced.keys(), self.records, self.incarnations, lock_ms, self.stopped_at)
-        accepted, _ = accepted_deliveries(self.records.deliveries, self.records.acks)
-        kills = share_run.kill_reports(self.schedule.kills, self.records, events, accepted)
+        kills = share_run.kill_reports(self.schedule.kills, self.records, events, verdict.accepted_deliveries)
         self.notes.extend(share_run.notes(verdict, kills))
         return {**verdict.json(), "lock_ms": lock_ms, "delivery_limit": self.records.limit, "kills": kills,
                 "broker": share_run.broker_counts(self.control, self.group, events)}  # fmt: skip
@@ -516,6 +522,7 @@ def run(args: argparse.Namespace) -> int:
     if not library_available(args.client):
         print(f"{PROGRAM}: error: {missing_library_message(args.client)}", file=sys.stderr)
         return 2
+    resolve_defaults(args)
     keep = args.workdir is not None
     workdir = Path(args.workdir) if keep else Path(tempfile.mkdtemp(prefix="chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """A member of a KIP-932 share group for chaos runs: a confluent-kafka ``ShareConsumer`` as its own OS process.
 
     python -m broker.chaos.share_consumer --bootstrap HOST:PORT --group G --topic T --client-id ID --out FILE
-        [--mode implicit|explicit] [--max-poll-records N]
+        [--mode implicit|explicit] [--max-poll-records N] [--processing-ms MS]
 
 It polls, and appends one JSON line per non-empty batch to FILE, flushed before anything acknowledges the batch
 (a process SIGKILLed after the flush leaves the line to the OS):
@@ -9,7 +9,8 @@ It polls, and appends one JSON line per non-empty batch to FILE, flushed before 
     {"e": "batch", "polled_at": t0, "at": t1, "records": [[partition, offset, delivery_count, key], ...]}
 
 ``polled_at`` is when the poll that returned the batch began, ``at`` when it returned: the broker acquired the
-records in between (``share_judge`` bounds their lock with it). Then it acknowledges the batch with
+records in between (``share_judge`` bounds their lock with it). It takes ``--processing-ms`` over the batch (the
+work a real consumer does while it holds the records), then acknowledges it with
 ``commit_sync``: in implicit mode (librdkafka's default, docs/spec/share-groups.md 12.4) the commit accepts what the
 last poll returned; in explicit mode each record is first ACCEPTed with ``acknowledge``. The acknowledgement commit
 callback writes what the broker answered, per partition:
@@ -70,10 +71,14 @@ def text(data: bytes | str | None) -> str | None:
     return data.decode(errors="replace")
 
 
-def commit(consumer: Any, args: argparse.Namespace) -> None:
+def commit(consumer: Any, args: argparse.Namespace, sink: Sink) -> None:
     """``commit_sync``: the acknowledgements go to the broker; the callback writes its answers."""
     try:
-        consumer.commit_sync(COMMIT_TIMEOUT_S)
+        results = consumer.commit_sync(COMMIT_TIMEOUT_S)
+        sink.write({
+            "e": "commit", "at": time.time(),
+            "results": {str(tp.partition): None if e is None else str(e) for tp, e in (results or {}).items()},
+        })  # fmt: skip
     except Exception as error:  # KafkaException and IllegalStateException alike: the records come back
         note(args, f"commit failed (the records will come back): {error!r}")
 
@@ -121,10 +126,12 @@ def run(args: argparse.Namespace, sink: Sink, stopping: threading.Event) -> None
             if not records:
                 continue
             sink.write({"e": "batch", "polled_at": polled_at, "at": at, "records": records})
-            commit(consumer, args)
+            if args.processing_ms:
+                time.sleep(args.processing_ms / 1000)
+            commit(consumer, args, sink)
     finally:
         note(args, "closing")
-        commit(consumer, args)  # implicit mode: accept the last poll's records, which close() would release
+        commit(consumer, args, sink)  # implicit mode: accept the last poll's records, which close() would release
         consumer.close()
 
 
@@ -137,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, metavar="FILE", help="append a JSON line per batch and ack here")
     parser.add_argument("--mode", choices=ACK_MODES, default="implicit", help="share.acknowledgement.mode")
     parser.add_argument("--max-poll-records", type=int, default=100, metavar="N")
+    parser.add_argument(
+        "--processing-ms", type=int, default=0, metavar="MS", help="time over each batch before its acknowledgement"
+    )
     return parser
 
 

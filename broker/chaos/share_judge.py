@@ -17,6 +17,12 @@ records were lost (never delivered), delivered but never accepted, archived; eve
 every violation: ``same_lock`` (one delivery count twice), ``overlap`` (a delivery while the previous holder's
 lock could not have expired and nothing released it), ``after_accept`` (a delivery after an accepted one).
 
+An acknowledgement the broker answered without an error does not always mean its delivery was accepted: Kafka
+ignores acknowledged offsets already below the share-partition's start offset (``SharePartition.acknowledge``,
+spec 6.5), so a SIGSTOPped member that acknowledges, after its SIGCONT, a record whose lock expired meanwhile and
+which another member has since accepted hears success. An acknowledgement accepts a delivery only while that is the
+record's latest delivery; one that comes after a later delivery of the record is counted as ``moot_acks``.
+
 Times are one machine's wall clock. A delivery's acquisition lies between the worker's ``polled_at`` (the poll that
 returned it began) and its ``at`` (the poll returned), so the previous holder's lock ran at least until its
 ``polled_at`` + the lock: a later delivery ``at`` before that, less ``TOLERANCE_S``, is an overlap for sure.
@@ -106,7 +112,9 @@ class Verdict:
     redeliveries: Counter[str] = field(default_factory=Counter)
     unseen: int = 0
     failed_acks: int = 0
+    moot_acks: int = 0
     violations: list[JSON] = field(default_factory=list)
+    accepted_deliveries: set[Delivery] = field(default_factory=set)  # not in the report: for the per-kill rows
 
     @property
     def ok(self) -> bool:
@@ -127,6 +135,7 @@ class Verdict:
             "redeliveries_by_cause": {cause: self.redeliveries[cause] for cause in CAUSES},
             "unseen_deliveries": self.unseen,
             "failed_acks": self.failed_acks,
+            "moot_acks": self.moot_acks,
             "violations": {kind: kinds[kind] for kind in ("same_lock", "overlap", "after_accept")},
             "lost_keys": self.lost[:LISTED],
             "unaccepted_records": [f"{p}:{o}" for p, o in self.unaccepted[:LISTED]],
@@ -135,27 +144,46 @@ class Verdict:
         }
 
 
-def accepted_deliveries(deliveries: Iterable[Delivery], acks: Iterable[Ack]) -> tuple[set[Delivery], int]:
-    """The deliveries an applied acknowledgement accepted, and how many acknowledgements failed.
+@dataclass
+class Acceptance:
+    """What the acknowledgements did: the deliveries they accepted, how many were refused, how many were moot."""
 
-    An acknowledgement of offset o by member m accepts m's latest delivery of o before it: the worker writes each
-    batch before the poll or commit that acknowledges it."""
-    latest: dict[tuple[str, int, int], list[Delivery]] = defaultdict(list)
+    accepted: set[Delivery] = field(default_factory=set)
+    failed: int = 0
+    moot: int = 0
+
+
+def accepted_deliveries(deliveries: Iterable[Delivery], acks: Iterable[Ack]) -> Acceptance:
+    """The deliveries an applied acknowledgement accepted (see the module docstring).
+
+    An acknowledgement of offset o by member m is of m's latest delivery of o before it (the worker writes each
+    batch before the poll or commit that acknowledges it); it accepts that delivery unless a later delivery of o
+    (a higher delivery count, to anyone) came before the acknowledgement: the record was no longer m's then, and
+    the broker refused or ignored it."""
+    by_record: dict[tuple[int, int], list[Delivery]] = defaultdict(list)
     for delivery in deliveries:
-        latest[(delivery.member, delivery.partition, delivery.offset)].append(delivery)
-    for found in latest.values():
+        by_record[(delivery.partition, delivery.offset)].append(delivery)
+    for found in by_record.values():
         found.sort(key=lambda d: d.at)
-    accepted: set[Delivery] = set()
-    failed = 0
+    result = Acceptance()
     for ack in acks:
         if ack.error is not None:
-            failed += 1
+            result.failed += 1
             continue
         for offset in ack.offsets:
-            before = [d for d in latest.get((ack.member, ack.partition, offset), ()) if d.at <= ack.at + TOLERANCE_S]
-            if before:
-                accepted.add(before[-1])
-    return accepted, failed
+            found = by_record.get((ack.partition, offset), [])
+            mine = [d for d in found if d.member == ack.member and d.at <= ack.at + TOLERANCE_S]
+            if not mine:
+                continue
+            acked = mine[-1]
+            superseded = any(
+                (d.delivery_count or 0) > (acked.delivery_count or 0) and d.at <= ack.at for d in found
+            )  # fmt: skip
+            if superseded:
+                result.moot += 1
+            else:
+                result.accepted.add(acked)
+    return result
 
 
 def redelivery_cause(previous: Delivery, current: Delivery, members: Mapping[str, Member], lock_s: float) -> str | None:
@@ -184,7 +212,9 @@ def judge(
     deliveries = list(deliveries)
     wanted = set(produced_keys)
     verdict = Verdict(produced=len(wanted), deliveries=len(deliveries))
-    accepted, verdict.failed_acks = accepted_deliveries(deliveries, acks)
+    acceptance = accepted_deliveries(deliveries, acks)
+    accepted = verdict.accepted_deliveries = acceptance.accepted
+    verdict.failed_acks, verdict.moot_acks = acceptance.failed, acceptance.moot
     verdict.lost = sorted(wanted - {d.key for d in deliveries if d.key is not None})
     by_record: dict[tuple[int, int], list[Delivery]] = defaultdict(list)
     for delivery in deliveries:

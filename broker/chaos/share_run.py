@@ -46,6 +46,10 @@ from broker.events import names
 
 ADMIN_TIMEOUT_S = 15.0
 MAX_POLL_RECORDS = 100
+#: How long a worker holds each batch before acknowledging it (its --processing-ms): the work a consumer does, and
+#: what makes a SIGKILL or SIGSTOP land while the victim holds records often rather than by luck (a poll of records
+#: already there takes a few milliseconds).
+PROCESSING_MS = 100
 
 JSON = dict[str, Any]
 
@@ -98,7 +102,7 @@ def start_worker(
     argv = [
         sys.executable, "-m", "broker.chaos.share_consumer", "--bootstrap", bootstrap, "--group", group,
         "--topic", topic, "--client-id", name, "--out", str(out), "--mode", args.share_ack or SHARE_ACK_MODES[0],
-        "--max-poll-records", str(MAX_POLL_RECORDS),
+        "--max-poll-records", str(MAX_POLL_RECORDS), "--processing-ms", str(PROCESSING_MS),
     ]  # fmt: skip
     return spawn_member(args, argv, slot, incarnation, out, log)
 
@@ -210,28 +214,34 @@ def verify(
 
 def kill_reports(kills: list[Kill], records: ShareRecords, events: list[JSON], accepted: Set[Delivery]) -> list[JSON]:
     """Per kill: whom, how, the records the victim held (delivered to it by a poll begun before the signal, never
-    accepted by it: a SIGSTOPped poll returns after the SIGCONT what the broker acquired for it before), and how long
-    until every one of them was delivered again; and the broker's member_expired/member_left for it, if any (for a
-    SIGSTOP, before its SIGCONT: its close at the end of the run is no detection)."""
+    accepted by it, not delivered again before the signal: a SIGSTOPped poll returns after the SIGCONT what the
+    broker acquired for it before), how long until every one of them was delivered again and to whom; and the
+    broker's member_expired/member_left for it, if any (for a SIGSTOP, before its SIGCONT: its close at the end of
+    the run is no detection)."""
     clients = {
         e["member_id"]: str(e.get("client_id")) for e in events if e.get("event") in JOINED and e.get("member_id")
     }
+    by_record: dict[tuple[int, int], list[Delivery]] = {}
+    for d in records.deliveries:
+        by_record.setdefault((d.partition, d.offset), []).append(d)
     rows = []
     for kill in kills:
         victim = kill.client_id
-        held = {
-            (d.partition, d.offset): d for d in records.deliveries
-            if d.member == victim and d.polled_at <= kill.at and d not in accepted
-        }  # fmt: skip
         back: list[float] = []
-        for (partition, offset), mine in held.items():
-            count = mine.delivery_count or 0
-            later = [
-                d.at for d in records.deliveries
-                if (d.partition, d.offset) == (partition, offset) and (d.delivery_count or 0) > count
-            ]  # fmt: skip
+        back_to: set[str] = set()
+        held = 0
+        for found in by_record.values():
+            mine = [d for d in found if d.member == victim and d.polled_at <= kill.at and d not in accepted]
+            if not mine:
+                continue
+            count = max(d.delivery_count or 0 for d in mine)
+            later = sorted((d for d in found if (d.delivery_count or 0) > count), key=lambda d: d.at)
+            if later and later[0].at < kill.at:
+                continue  # delivered again before this signal: not the victim's any more
+            held += 1
             if later:
-                back.append(min(later) - kill.at)
+                back.append(later[0].at - kill.at)
+                back_to.add(later[0].member)
         member_ids = {m for m, c in clients.items() if c == victim}
         until_ms = kill.restarted_at * 1000 if kill.signal == "SIGSTOP" and kill.restarted_at else float("inf")
         gone = next(
@@ -245,7 +255,8 @@ def kill_reports(kills: list[Kill], records: ShareRecords, events: list[JSON], a
             "restarted_as": kill.restarted_as,
             "restart_s": None if kill.restarted_at is None else round(kill.restarted_at - kill.at, 3),
             "member_ids": sorted(member_ids),
-            "held": len(held), "came_back": len(back), "back_s": round(max(back), 3) if back else None,
+            "held": held, "came_back": len(back), "back_s": round(max(back), 3) if back else None,
+            "came_back_to": sorted(back_to),
             "detect_event": None if gone is None else gone["event"],
             "detect_cause": None if gone is None else gone.get("cause") or gone.get("timer"),
             "detect_s": None if gone is None else round((gone["ts_ms"] - kill.at * 1000) / 1000, 3),

@@ -93,3 +93,19 @@ def test_a_record_at_the_delivery_limit_is_archived_not_unaccepted() -> None:
     report = verdict.json()
     assert (report["archived"], report["unaccepted"], report["redelivered"]) == (1, 0, LIMIT - 1), report
     assert report["redeliveries_by_cause"]["lock_expired"] == LIMIT - 1
+
+
+def test_a_late_acknowledgement_of_a_record_finished_by_another_is_moot_not_an_acceptance() -> None:
+    """As a real run had it: chaos-0-0's poll began at 1.0, it was SIGSTOPped at 1.3 while the broker acquired
+    offset 0 for it (count 1); the lock expired at 3.3 and chaos-2-0 got and accepted it (count 2); after its
+    SIGCONT at 4.3 chaos-0-0's poll returned it and its acknowledgement was answered without error (Kafka ignores
+    offsets below the SPSO, spec 6.5). That is no acceptance of its delivery, and no redelivery after acceptance."""
+    stale = Delivery("chaos-0-0", 0, 0, "k-000000", 1, T0 + 1.0, T0 + 4.4)
+    deliveries = [stale, delivery("chaos-2-0", 0, 2, 3.4)]
+    acks = [ack("chaos-2-0", [0], 3.5), ack("chaos-0-0", [0], 4.41)]
+    members = {"chaos-0-0": Member("chaos-0-0", stops=((T0 + 1.3, T0 + 4.3),))}
+    verdict = judge(keys(0), deliveries, acks, members, LOCK_S, LIMIT)
+    report = verdict.json()
+    assert verdict.ok, report
+    assert (report["moot_acks"], report["accepted"], report["redeliveries_by_cause"]["stopped"]) == (1, 1, 1), report
+    assert stale not in verdict.accepted_deliveries
