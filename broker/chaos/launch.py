@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -68,6 +69,8 @@ def stop_all(processes: list[subprocess.Popen[bytes]], grace_s: float) -> None:
     running = [p for p in processes if p.poll() is None]
     for process in running:
         process.terminate()
+        # A share run's SIGSTOPped member would hold its SIGTERM until continued: continue it (a no-op otherwise).
+        process.send_signal(signal.SIGCONT)
     deadline = time.monotonic() + grace_s
     for process in running:
         try:

@@ -39,8 +39,8 @@ def verdict_lines(share: JSON) -> list[str]:
         f"records: produced {share['produced']}, delivered {share['records_delivered']} ({share['deliveries']} "
         f"deliveries), accepted {share['accepted']}, lost {share['lost']}, unaccepted {share['unaccepted']}, "
         f"archived {share['archived']}",
-        f"redeliveries {share['redelivered']} by cause: {causes}; acknowledgements refused {share['failed_acks']}, "
-        f"moot {share['moot_acks']}; deliveries no worker wrote down {share['unseen_deliveries']}",
+        f"redeliveries {share['redelivered']} by cause: {causes}",
+        f"acknowledgements refused {share['failed_acks']}, moot {share['moot_acks']}",
         "two members under one lock " + str(violations["same_lock"]) + ", delivered under a live lock "
         + str(violations["overlap"]) + ", delivered after acceptance " + str(violations["after_accept"]),
     ]

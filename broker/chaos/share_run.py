@@ -36,7 +36,7 @@ from typing import Any
 from broker.chaos import load
 from broker.chaos.launch import ChaosError, Incarnation, client_id, spawn_member
 from broker.chaos.options import SHARE_ACK_MODES, share_lock_ms
-from broker.chaos.protocols import JOINED
+from broker.chaos.protocols import JOINED, detect_cause
 from broker.chaos.records import Records
 from broker.chaos.schedule import Kill
 from broker.chaos.share_judge import Ack, Delivery, Member, Verdict, judge
@@ -258,7 +258,7 @@ def kill_reports(kills: list[Kill], records: ShareRecords, events: list[JSON], a
             "held": held, "came_back": len(back), "back_s": round(max(back), 3) if back else None,
             "came_back_to": sorted(back_to),
             "detect_event": None if gone is None else gone["event"],
-            "detect_cause": None if gone is None else gone.get("cause") or gone.get("timer"),
+            "detect_cause": None if gone is None else detect_cause(gone),
             "detect_s": None if gone is None else round((gone["ts_ms"] - kill.at * 1000) / 1000, 3),
         })  # fmt: skip
     return rows

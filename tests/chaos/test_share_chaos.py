@@ -62,10 +62,14 @@ def read_records(work: Path) -> ShareRecords:
 
 
 @pytest.mark.timeout(120)
-def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redeliveries(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ack", ["implicit", "explicit"])
+def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redeliveries(tmp_path: Path, ack: str) -> None:
+    """Implicit acknowledgement (the next poll or commit accepts a batch, spec 12.4), and explicit (each record
+    ACCEPTed with acknowledge(), then commit_sync)."""
     report_path, work = tmp_path / "report.json", tmp_path / "work"
+    mode = [] if ack == "implicit" else ["--share-ack", "explicit"]
     done = chaos(
-        "--group-protocol", "share", "--consumers", "3", "--rate", "100",
+        "--group-protocol", "share", "--consumers", "3", "--rate", "100", *mode,
         "--duration", "7", "--interval", "2", "--kill-ratio", "0.4", "--restart-after", str(STOP_S), "--seed", "2",
         "--share-lock-ms", str(LOCK_MS), "--json", str(report_path), "--workdir", str(work),
     )  # fmt: skip
@@ -74,7 +78,7 @@ def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redelive
     context = f"{json.dumps({k: v for k, v in report.items() if k != 'consumers'}, indent=1)[:8000]}\n{done.stdout}"
     assert report["ok"] is True, context
     config, share = report["config"], report["share"]
-    assert (config["group_protocol"], config["share_lock_ms"], config["share_ack"]) == ("share", LOCK_MS, "implicit")
+    assert (config["group_protocol"], config["share_lock_ms"], config["share_ack"]) == ("share", LOCK_MS, ack)
     assert config["partitions"] == 1, context
 
     assert [(k["signal"], k["client_id"]) for k in report["kills"]] == [
@@ -111,7 +115,7 @@ def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redelive
     assert broker["archived_total"] == 0, context
 
     out = done.stdout
-    assert "3 kills (share group, implicit acknowledgement, lock 2000 ms, seed 2)" in out, out
+    assert f"3 kills (share group, {ack} acknowledgement, lock 2000 ms, seed 2)" in out, out
     assert "SIGSTOP" in out and "SIGCONT chaos-0-0" in out and "never under one lock twice  OK" in out, out
     assert "two members under one lock 0, delivered under a live lock 0, delivered after acceptance 0" in out, out
 
