@@ -275,8 +275,9 @@ class Run:
             )  # fmt: skip
         else:
             self.broker = Broker(self.args.bootstrap, self.args.admin or configured_url())
-            if consumer_groups:
-                self.display.say("a running broker: its own consumer-group session timeout and heartbeat apply")
+            if consumer_groups or self.share:
+                kind = "share" if self.share else "consumer"
+                self.display.say(f"a running broker: its own {kind}-group session timeout and heartbeat apply")
         # A running broker may still be starting (the README starts it in the background): wait for it (issue 26).
         try:
             grace_s = 0.0 if self.broker.managed else grace_seconds(self.args)

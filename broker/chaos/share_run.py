@@ -90,7 +90,10 @@ def configure_group(bootstrap: str, group: str, lock_ms: int) -> None:
             timeout=ADMIN_TIMEOUT_S
         )
     except Exception as error:
-        raise ChaosError(f"setting the share group's configs {configs} failed: {error}") from None
+        raise ChaosError(
+            f"setting the share group's configs {configs} failed: {error} (a running broker takes a lock within its "
+            "group.share.min.record.lock.duration.ms and max: choose --share-lock-ms within them)"
+        ) from None
 
 
 def start_worker(
