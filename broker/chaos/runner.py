@@ -297,6 +297,8 @@ class Run:
         self.follower.start()
         if self.share:  # before any member fetches: from the earliest offset, with the run's lock (share_run)
             share_run.configure_group(self.broker.bootstrap, self.group, share_lock_ms(self.args))
+            assert isinstance(self.records, share_run.ShareRecords)
+            self.records.watch(self.control, self.group)
             self.display.say(f"share group {self.group}: record lock {share_lock_ms(self.args)} ms, from earliest")
         self.start_producer()
         if self.args.exactly_once:
@@ -440,7 +442,13 @@ class Run:
         assert self.broker is not None and self.follower is not None
         events = self.follower.snapshot()
         clients = member_clients(events)
-        share = self.share_report(produced, events) if self.share else None
+        share = None
+        if self.share:  # share_judge's verdict, the kills as the records tell them, the broker's counts
+            assert isinstance(self.records, share_run.ShareRecords) and self.control is not None
+            share = share_run.report(
+                self.records, produced.keys(), self.incarnations, self.schedule.kills, events, self.control,
+                self.group, share_lock_ms(self.args), self.stopped_at, self.notes,
+            )  # fmt: skip
         if share is None:
             kills = kill_reports(self.schedule.kills, events, clients, self.protocol)
             self.notes.extend(kill_notes(kills, self.protocol))
@@ -484,17 +492,6 @@ class Run:
             **({} if check is None else {"exactly_once": check}),
             **({} if share is None else {"share": share}),
         }
-
-    def share_report(self, produced: Produced, events: list[JSON]) -> JSON:
-        """--group-protocol share: ``share_judge``'s verdict, the kills as the records tell them, the broker's
-        counts."""
-        assert isinstance(self.records, share_run.ShareRecords) and self.control is not None
-        lock_ms = share_lock_ms(self.args)
-        verdict = share_run.verify(produced.keys(), self.records, self.incarnations, lock_ms, self.stopped_at)
-        kills = share_run.kill_reports(self.schedule.kills, self.records, events, verdict.accepted_deliveries)
-        self.notes.extend(share_run.notes(verdict, kills))
-        return {**verdict.json(), "lock_ms": lock_ms, "delivery_limit": self.records.limit, "kills": kills,
-                "broker": share_run.broker_counts(self.control, self.group, events)}  # fmt: skip
 
     def execute(self) -> JSON:
         try:

@@ -37,8 +37,10 @@ def verdict_lines(share: JSON) -> list[str]:
     broker = share.get("broker") or {}
     lines = [
         f"records: produced {share['produced']}, delivered {share['records_delivered']} ({share['deliveries']} "
-        f"deliveries), accepted {share['accepted']}, lost {share['lost']}, unaccepted {share['unaccepted']}, "
-        f"archived {share['archived']}",
+        f"deliveries), accepted {share['accepted']}"
+        + (f" (+{share['accepted_unrecorded']} by a worker killed before it wrote the answer)"
+           if share["accepted_unrecorded"] else "")
+        + f", lost {share['lost']}, unaccepted {share['unaccepted']}, archived {share['archived']}",
         f"redeliveries {share['redelivered']} by cause: {causes}",
         f"acknowledgements refused {share['failed_acks']}, moot {share['moot_acks']}",
         "two members under one lock " + str(violations["same_lock"]) + ", delivered under a live lock "
@@ -71,6 +73,8 @@ def print_share_report(report: JSON) -> None:
     console.print(table)
     for line in verdict_lines(share):
         console.print(line, highlight=False)
+    for record in share["unaccepted_records"][:5]:
+        console.print(f"unaccepted: partition:offset {record}", highlight=False)
     for violation in share["violation_list"][:5]:
         console.print(f"violation: {violation}", highlight=False, markup=False)
     verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"

@@ -113,6 +113,7 @@ class Verdict:
     unseen: int = 0
     failed_acks: int = 0
     moot_acks: int = 0
+    accepted_unrecorded: int = 0
     violations: list[JSON] = field(default_factory=list)
     accepted_deliveries: set[Delivery] = field(default_factory=set)  # not in the report: for the per-kill rows
 
@@ -128,6 +129,7 @@ class Verdict:
             "deliveries": self.deliveries,
             "records_delivered": self.records,
             "accepted": self.accepted,
+            "accepted_unrecorded": self.accepted_unrecorded,
             "lost": len(self.lost),
             "unaccepted": len(self.unaccepted),
             "archived": len(self.archived),
@@ -199,6 +201,17 @@ def redelivery_cause(previous: Delivery, current: Delivery, members: Mapping[str
     return None
 
 
+@dataclass(frozen=True)
+class Context:
+    """What every record is judged against."""
+
+    accepted: set[Delivery]
+    members: Mapping[str, Member]
+    lock_s: float
+    delivery_limit: int
+    finished: Mapping[int, int]  # partition -> the broker's share-partition start offset (SPSO) at the end
+
+
 def judge(
     produced_keys: Iterable[str],
     deliveries: Iterable[Delivery],
@@ -206,36 +219,35 @@ def judge(
     members: Mapping[str, Member],
     lock_s: float,
     delivery_limit: int,
+    finished: Mapping[int, int] | None = None,
 ) -> Verdict:
     """The verdict on one run (see the module docstring): records are told apart by (partition, offset), the
-    produced ones by their keys (an idempotent producer writes each key once)."""
+    produced ones by their keys (an idempotent producer writes each key once).
+
+    ``finished``: each partition's share-partition start offset at the end, as the broker says (every record below
+    it is ACKNOWLEDGED or ARCHIVED: spec 6.7). A record no worker saw accepted, last delivered to a worker that was
+    SIGKILLed (or crashed) after that delivery, and below it, was accepted by an acknowledgement whose answer died
+    with the worker (the broker applied it; the worker never wrote it down): ``accepted_unrecorded``, not a failure.
+    """
     deliveries = list(deliveries)
     wanted = set(produced_keys)
     verdict = Verdict(produced=len(wanted), deliveries=len(deliveries))
     acceptance = accepted_deliveries(deliveries, acks)
-    accepted = verdict.accepted_deliveries = acceptance.accepted
+    verdict.accepted_deliveries = acceptance.accepted
     verdict.failed_acks, verdict.moot_acks = acceptance.failed, acceptance.moot
     verdict.lost = sorted(wanted - {d.key for d in deliveries if d.key is not None})
     by_record: dict[tuple[int, int], list[Delivery]] = defaultdict(list)
     for delivery in deliveries:
         by_record[(delivery.partition, delivery.offset)].append(delivery)
     verdict.records = len(by_record)
+    context = Context(acceptance.accepted, members, lock_s, delivery_limit, finished or {})
     for (partition, offset), found in sorted(by_record.items()):
         found.sort(key=lambda d: (d.delivery_count or 0, d.at))
-        judge_record(verdict, partition, offset, found, accepted, members, lock_s, delivery_limit)
+        judge_record(verdict, partition, offset, found, context)
     return verdict
 
 
-def judge_record(
-    verdict: Verdict,
-    partition: int,
-    offset: int,
-    found: list[Delivery],
-    accepted: set[Delivery],
-    members: Mapping[str, Member],
-    lock_s: float,
-    delivery_limit: int,
-) -> None:
+def judge_record(verdict: Verdict, partition: int, offset: int, found: list[Delivery], context: Context) -> None:
     """One record's deliveries, in delivery-count order, into ``verdict``."""
 
     def violation(kind: str, previous: Delivery, current: Delivery) -> None:
@@ -244,6 +256,7 @@ def judge_record(
             "first": previous.json(), "second": current.json(),
         })  # fmt: skip
 
+    accepted = context.accepted
     counts = [d.delivery_count for d in found if d.delivery_count is not None]
     # A delivery count that skips a value is an acquisition no worker wrote down (killed between the poll and
     # the write): a redelivery all the same, of cause "unrecorded".
@@ -261,14 +274,19 @@ def judge_record(
         if accepted_once is not None:
             violation("after_accept", accepted_once, current)
             continue
-        cause = redelivery_cause(previous, current, members, lock_s)
+        cause = redelivery_cause(previous, current, context.members, context.lock_s)
         if cause is None:
             violation("overlap", previous, current)
         else:
             verdict.redeliveries[cause] += 1
+    last = found[-1]
+    holder = context.members.get(last.member, Member(last.member))
+    died = holder.ended_between(last.polled_at, float("inf")) in ("killed", "exited")
     if any(d in accepted for d in found):
         verdict.accepted += 1
-    elif (found[-1].delivery_count or 0) >= delivery_limit:
+    elif (last.delivery_count or 0) >= context.delivery_limit:
         verdict.archived.append((partition, offset))  # released at the limit: ARCHIVED (spec 6.3)
+    elif died and offset < context.finished.get(partition, 0):
+        verdict.accepted_unrecorded += 1
     else:
         verdict.unaccepted.append((partition, offset))

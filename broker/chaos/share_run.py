@@ -14,7 +14,9 @@ same):
 - the kills are SIGKILL (the connection closes: the broker releases the victim's records at once, spec 6.8 and 7)
   or SIGSTOP (the victim stays connected; its records come back when their lock expires, spec 6.6), SIGCONT after
   ``--restart-after`` seconds (``schedule``);
-- the drain waits for every produced record to be accepted (or archived at the delivery limit);
+- the drain waits for every produced record to be accepted (or delivered at the delivery limit), or to be below the
+  share-partition start offset (SPSO) the broker reports (``ShareRecords.watch``): a worker SIGKILLed after the
+  broker applied its acknowledgement and before it wrote the answer down accepted records no file says were;
 - the verdict is ``share_judge.judge`` on what the workers wrote (``ShareRecords``): every record delivered and
   accepted, never two members under one lock, never again after acceptance, the redeliveries by cause; the
   broker's own counts (``GET /v1/groups/{group}``: delivered, redelivered and archived totals per share-partition;
@@ -28,6 +30,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from collections import Counter
 from collections.abc import Set
 from pathlib import Path
@@ -45,6 +48,7 @@ from broker.coordinator.config import GroupConfig
 from broker.events import names
 
 ADMIN_TIMEOUT_S = 15.0
+SPSO_EVERY_S = 1.0
 MAX_POLL_RECORDS = 100
 #: How long a worker holds each batch before acknowledging it (its --processing-ms): the work a consumer does, and
 #: what makes a SIGKILL or SIGSTOP land while the victim holds records often rather than by luck (a poll of records
@@ -114,7 +118,7 @@ class ShareRecords(Records):
     """The share workers' files (``share_consumer``), read incrementally: their deliveries and acknowledgements.
 
     ``keys`` counts deliveries by key and ``lines`` all deliveries (the progress line); ``settled`` is what the
-    drain waits for."""
+    drain waits for; ``finished`` each partition's SPSO as the control API last said (``watch``, ``refresh``)."""
 
     def __init__(self, limit: int = _DEFAULTS.share_delivery_count_limit) -> None:
         super().__init__()
@@ -124,6 +128,24 @@ class ShareRecords(Records):
         self._keys_at: dict[tuple[int, int], str] = {}
         self._accepted: set[str] = set()
         self._at_limit: set[str] = set()
+        self.finished: dict[int, int] = {}
+        self._control: ControlClient | None = None
+        self._group = ""
+        self._asked = 0.0
+
+    def watch(self, control: ControlClient, group: str) -> None:
+        """Ask the broker for the group's SPSOs (at most once a second, from ``settled``)."""
+        self._control, self._group = control, group
+
+    def refresh(self) -> None:
+        if self._control is None:
+            return
+        self._asked = time.monotonic()
+        try:
+            partitions = self._control.group(self._group).get("share_partitions") or []
+        except ControlError:
+            return
+        self.finished = {int(p["partition"]): int(p["start_offset"]) for p in partitions}
 
     def read(self, path: Path) -> None:
         position = self._positions.get(path, 0)
@@ -170,8 +192,12 @@ class ShareRecords(Records):
                     self._accepted.add(key)
 
     def settled(self) -> Set[str]:
-        """The keys accepted (or delivered at the delivery limit: accepted or archived, either way finished)."""
-        return self._accepted | self._at_limit
+        """The keys accepted, delivered at the delivery limit (accepted or archived, either way finished), or below
+        their partition's SPSO (finished, the broker says)."""
+        if time.monotonic() - self._asked >= SPSO_EVERY_S:
+            self.refresh()
+        below = {key for (p, o), key in self._keys_at.items() if o < self.finished.get(p, 0)}
+        return self._accepted | self._at_limit | below
 
 
 def members(incarnations: list[Incarnation], stopped_at: float | None) -> dict[str, Member]:
@@ -211,8 +237,26 @@ def broker_counts(control: ControlClient, group: str, events: list[JSON]) -> JSO
 def verify(
     produced: Set[str], records: ShareRecords, incarnations: list[Incarnation], lock_ms: int, stopped_at: float | None
 ) -> Verdict:
+    records.refresh()
     return judge(produced, records.deliveries, records.acks, members(incarnations, stopped_at), lock_ms / 1000,
-                 records.limit)  # fmt: skip
+                 records.limit, records.finished)  # fmt: skip
+
+
+def report(
+    records: ShareRecords, produced: Set[str], incarnations: list[Incarnation], kills: list[Kill],
+    events: list[JSON], control: ControlClient, group: str, lock_ms: int, stopped_at: float | None,
+    notes_out: list[str],
+) -> JSON:
+    """The report's ``share`` (and, under ``kills``, the per-kill rows the runner puts in the report's own): the
+    verdict, the start offsets it was given, the broker's counts. Its notes are appended to ``notes_out``."""
+    verdict = verify(produced, records, incarnations, lock_ms, stopped_at)
+    rows = kill_reports(kills, records, events, verdict.accepted_deliveries)
+    notes_out.extend(notes(verdict, rows))
+    return {
+        **verdict.json(), "lock_ms": lock_ms, "delivery_limit": records.limit, "kills": rows,
+        "start_offsets": {str(p): o for p, o in sorted(records.finished.items())},
+        "broker": broker_counts(control, group, events),
+    }  # fmt: skip
 
 
 def kill_reports(kills: list[Kill], records: ShareRecords, events: list[JSON], accepted: Set[Delivery]) -> list[JSON]:
@@ -241,6 +285,9 @@ def kill_reports(kills: list[Kill], records: ShareRecords, events: list[JSON], a
             later = sorted((d for d in found if (d.delivery_count or 0) > count), key=lambda d: d.at)
             if later and later[0].at < kill.at:
                 continue  # delivered again before this signal: not the victim's any more
+            partition, offset = found[0].partition, found[0].offset
+            if not later and offset < records.finished.get(partition, 0):
+                continue  # accepted: the victim's acknowledgement reached the broker, its answer died with it
             held += 1
             if later:
                 back.append(later[0].at - kill.at)

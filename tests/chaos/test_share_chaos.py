@@ -92,7 +92,9 @@ def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redelive
     # Every record delivered and accepted, none lost, none twice under one lock or after its acceptance.
     assert share["produced"] > 400 and share["produced"] == report["records"]["produced"], context
     assert share["lost"] == share["unaccepted"] == share["archived"] == 0, context
-    assert share["accepted"] == share["records_delivered"] >= share["produced"], context
+    # (A worker SIGKILLed after the broker applied its acknowledgement, before it wrote the answer down, leaves
+    # records no file says were accepted: below the final share-partition start offset, they were.)
+    assert share["accepted"] + share["accepted_unrecorded"] == share["records_delivered"] >= share["produced"], context
     assert share["violations"] == {"same_lock": 0, "overlap": 0, "after_accept": 0}, context
     # What a stopped member held came back to the others by their lock's expiry, before its SIGCONT (its late
     # acknowledgement of them was refused, or moot once another member had accepted them).
@@ -123,7 +125,9 @@ def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redelive
     produced = Produced.load(work / "producer.json").keys()
     members = members_of(report)
     records = read_records(work)
-    again = judge(produced, records.deliveries, records.acks, members, LOCK_MS / 1000, 5)
+    finished = {int(p): o for p, o in share["start_offsets"].items()}
+    assert finished == {0: share["produced"]}, context  # everything finished, the broker says
+    again = judge(produced, records.deliveries, records.acks, members, LOCK_MS / 1000, 5, finished)
     assert again.ok and again.json()["redelivered"] == share["redelivered"], again.json()
 
     victim = next(p for p in sorted(work.glob("chaos-*.records")) if p.name != "chaos-2-0.records")
@@ -133,12 +137,12 @@ def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redelive
     with (work / "chaos-2-0.records").open("a") as other:  # the same acquisition given to a second member
         other.write(json.dumps(copy) + "\n")
     doubled = read_records(work)
-    verdict = judge(produced, doubled.deliveries, doubled.acks, members, LOCK_MS / 1000, 5)
+    verdict = judge(produced, doubled.deliveries, doubled.acks, members, LOCK_MS / 1000, 5, finished)
     assert not verdict.ok and {v["kind"] for v in verdict.violations} == {"same_lock"}, verdict.json()
 
     first = json.loads(batch)["records"][0]
     lost = [d for d in records.deliveries if d.key != first[3]]
-    verdict = judge(produced, lost, records.acks, members, LOCK_MS / 1000, 5)
+    verdict = judge(produced, lost, records.acks, members, LOCK_MS / 1000, 5, finished)
     assert not verdict.ok and verdict.lost == [first[3]], verdict.json()
 
 

@@ -109,3 +109,15 @@ def test_a_late_acknowledgement_of_a_record_finished_by_another_is_moot_not_an_a
     assert verdict.ok, report
     assert (report["moot_acks"], report["accepted"], report["redeliveries_by_cause"]["stopped"]) == (1, 1, 1), report
     assert stale not in verdict.accepted_deliveries
+
+
+def test_a_record_whose_acknowledgement_died_with_its_worker_is_accepted_only_if_the_broker_finished_it() -> None:
+    """As a real run had it: chaos-1-0's commit_sync reached the broker, which accepted offsets 0-1, and the SIGKILL
+    came before the worker wrote the answer down. No file says they were accepted; below the final SPSO, the
+    broker says they were finished. Without that, or with a holder that lived on, they are unaccepted."""
+    deliveries = [delivery("chaos-1-0", 0, 1, 1.0), delivery("chaos-1-0", 1, 1, 1.0)]
+    killed = {"chaos-1-0": Member("chaos-1-0", killed_at=T0 + 1.2)}
+    verdict = judge(keys(0, 1), deliveries, [], killed, LOCK_S, LIMIT, finished={0: 2})
+    assert verdict.ok and verdict.json()["accepted_unrecorded"] == 2, verdict.json()
+    assert judge(keys(0, 1), deliveries, [], killed, LOCK_S, LIMIT, finished={0: 1}).json()["unaccepted"] == 1
+    assert not judge(keys(0, 1), deliveries, [], {}, LOCK_S, LIMIT, finished={0: 2}).ok
