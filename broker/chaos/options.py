@@ -42,8 +42,10 @@ EXACTLY_ONCE_CLIENT = "confluent"
 
 PROGRAM = "group-broker chaos run"
 DESCRIPTION = (
-    "Kill consumers of a group on a seeded schedule (SIGKILL or SIGTERM), restart them, and measure how long the "
-    "broker takes to notice and the group to recover, and whether any record was lost. With "
+    "Kill consumers of a group on a seeded schedule (SIGKILL or SIGTERM; with --group-protocol share SIGKILL or "
+    "SIGSTOP), restart them, and measure how long the broker takes to notice and the group to recover, and whether "
+    "any record was lost (share groups: whether every record was delivered and accepted, never under one lock "
+    "twice). With "
     "--broker-restart-every, also SIGKILL and restart the broker itself, on its data directory."
 )
 

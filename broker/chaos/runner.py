@@ -52,6 +52,7 @@ mean for each group protocol), ``display`` (what is shown).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import shutil
@@ -208,6 +209,10 @@ class Run:
         for slot in self.schedule.due(time.time()):
             old = self.slots[slot]
             if old.signalled == "SIGSTOP":  # a share run's stopped member goes on where it stopped
+                assert self.control is not None
+                with contextlib.suppress(ControlError):  # only its mark in the event log would be missing
+                    self.control.chaos_action(self.group, "resume", signal="SIGCONT", client_id=old.client_id,
+                                              pid=old.process.pid)  # fmt: skip
                 self.schedule.resume(old)
                 self.display.say(f"SIGCONT {old.client_id} (pid {old.process.pid})")
                 continue
@@ -226,7 +231,8 @@ class Run:
         timeout = self.args.session_timeout_ms if self.protocol.name == "classic" or self.broker_managed else None
         try:
             self.control.chaos_action(
-                self.group, "kill", signal=how, client_id=victim.client_id, pid=victim.process.pid,
+                self.group, "pause" if how == "SIGSTOP" else "kill", signal=how, client_id=victim.client_id,
+                pid=victim.process.pid,
                 member_id=members[-1] if members else None, session_timeout_ms=timeout,
                 note=f"kill #{len(self.schedule.kills) + 1} of chaos run {self.run_id} (seed {self.seed})",
             )  # fmt: skip
