@@ -72,11 +72,12 @@ def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redelive
         "--group-protocol", "share", "--consumers", "3", "--rate", "100", *mode,
         "--duration", "7", "--interval", "2", "--kill-ratio", "0.4", "--restart-after", str(STOP_S), "--seed", "2",
         "--share-lock-ms", str(LOCK_MS), "--json", str(report_path), "--workdir", str(work),
+        "--event-log", str(tmp_path / "events.jsonl"),
     )  # fmt: skip
     assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     report = json.loads(report_path.read_text())
     context = f"{json.dumps({k: v for k, v in report.items() if k != 'consumers'}, indent=1)[:8000]}\n{done.stdout}"
-    assert report["ok"] is True, context
+    assert report["ok"] is True and report["notes"] == [], context
     config, share = report["config"], report["share"]
     assert (config["group_protocol"], config["share_lock_ms"], config["share_ack"]) == ("share", LOCK_MS, ack)
     assert config["partitions"] == 1, context
@@ -115,6 +116,14 @@ def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redelive
     assert broker["redelivered_total"] == share["redelivered"], context
     assert broker["released_events_by_cause"].get("lock_expired", 0) >= causes["stopped"], context
     assert broker["archived_total"] == 0, context
+
+    # The broker's event log marks each signal (a chaos_action: kill, pause, and resume for the SIGCONT).
+    lines = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    actions = [(e["action"], e["signal"], e["client_id"]) for e in lines if e.get("event") == "chaos_action"]
+    assert actions == [
+        ("pause", "SIGSTOP", "chaos-0-0"), ("kill", "SIGKILL", "chaos-2-0"), ("resume", "SIGCONT", "chaos-0-0"),
+        ("pause", "SIGSTOP", "chaos-1-0"), ("resume", "SIGCONT", "chaos-1-0"),
+    ], actions  # fmt: skip
 
     out = done.stdout
     assert f"3 kills (share group, {ack} acknowledgement, lock 2000 ms, seed 2)" in out, out
