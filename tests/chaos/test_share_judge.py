@@ -121,3 +121,24 @@ def test_a_record_whose_acknowledgement_died_with_its_worker_is_accepted_only_if
     assert verdict.ok and verdict.json()["accepted_unrecorded"] == 2, verdict.json()
     assert judge(keys(0, 1), deliveries, [], killed, LOCK_S, LIMIT, finished={0: 1}).json()["unaccepted"] == 1
     assert not judge(keys(0, 1), deliveries, [], {}, LOCK_S, LIMIT, finished={0: 2}).ok
+
+
+def test_causes_of_a_crash_a_close_and_an_acquisition_nobody_wrote_down() -> None:
+    """Offset 0's holder crashed (exited by itself), offset 1's closed (SIGTERM: its final ShareAcknowledge releases
+    what it did not acknowledge, spec 12.6), both 0.3 s into a 2 s lock; offset 2 was first acquired by a worker
+    SIGKILLed before it wrote the batch: the first delivery anyone wrote has delivery count 2."""
+    deliveries = [
+        delivery("chaos-0-0", 0, 1, 1.0), delivery("chaos-2-0", 0, 2, 1.5),
+        delivery("chaos-1-0", 1, 1, 1.0), delivery("chaos-2-0", 1, 2, 1.5),
+        delivery("chaos-2-0", 2, 2, 1.5),
+    ]  # fmt: skip
+    members = {
+        "chaos-0-0": Member("chaos-0-0", exited_at=T0 + 1.3),
+        "chaos-1-0": Member("chaos-1-0", closed_at=T0 + 1.3),
+    }
+    verdict = judge(keys(0, 1, 2), deliveries, [ack("chaos-2-0", [0, 1, 2], 1.6)], members, LOCK_S, LIMIT)
+    report = verdict.json()
+    assert verdict.ok, report
+    causes = {cause: n for cause, n in report["redeliveries_by_cause"].items() if n}
+    assert causes == {"exited": 1, "closed": 1, "unrecorded": 1}, report
+    assert (report["redelivered"], report["unseen_deliveries"]) == (3, 1), report
