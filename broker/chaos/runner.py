@@ -302,8 +302,9 @@ class Run:
         self.follower = EventFollower(self.control, self.group, from_events=consumer_groups or self.share)
         self.follower.start()
         if self.share:  # before any member fetches: from the earliest offset, with the run's lock (share_run)
-            share_run.configure_group(self.broker.bootstrap, self.group, share_lock_ms(self.args))
+            limit = share_run.configure_group(self.broker.bootstrap, self.group, share_lock_ms(self.args))
             assert isinstance(self.records, share_run.ShareRecords)
+            self.records.limit = limit
             self.records.watch(self.control, self.group)
             self.display.say(f"share group {self.group}: record lock {share_lock_ms(self.args)} ms, from earliest")
         self.start_producer()

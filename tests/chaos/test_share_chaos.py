@@ -81,6 +81,7 @@ def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redelive
     config, share = report["config"], report["share"]
     assert (config["group_protocol"], config["share_lock_ms"], config["share_ack"]) == ("share", LOCK_MS, ack)
     assert config["partitions"] == 1, context
+    assert (share["lock_ms"], share["delivery_limit"]) == (LOCK_MS, 5), context  # the broker's, DescribeConfigs
 
     assert [(k["signal"], k["client_id"]) for k in report["kills"]] == [
         ("SIGSTOP", "chaos-0-0"), ("SIGKILL", "chaos-2-0"), ("SIGSTOP", "chaos-1-0")
