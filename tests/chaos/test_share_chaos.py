@@ -126,6 +126,8 @@ def test_a_share_chaos_run_delivers_everything_once_per_lock_and_counts_redelive
         ("pause", "SIGSTOP", "chaos-0-0"), ("kill", "SIGKILL", "chaos-2-0"), ("resume", "SIGCONT", "chaos-0-0"),
         ("pause", "SIGSTOP", "chaos-1-0"), ("resume", "SIGCONT", "chaos-1-0"),
     ], actions  # fmt: skip
+    locks = {e["lock_duration_ms"] for e in lines if e.get("event") == "records_acquired"}
+    assert locks == {LOCK_MS}, locks  # the run's lock, not the broker's 30 s default
 
     out = done.stdout
     assert f"3 kills (share group, {ack} acknowledgement, lock 2000 ms, seed 2)" in out, out
