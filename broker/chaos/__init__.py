@@ -9,6 +9,9 @@
   processes), ``schedule`` (the kills), ``records`` (produced and consumed), ``measure`` (from the events),
   ``protocols`` (how the events read for classic and KIP-848 consumer groups), ``display`` (the live line and the
   final report). ``--group-protocol consumer`` runs confluent consumers with ``group.protocol=consumer``.
+- ``broker.chaos.share_consumer``, ``share_run``, ``share_judge`` and ``share_display``: ``--group-protocol share``,
+  confluent-kafka ``ShareConsumer`` processes in one KIP-932 share group under SIGKILL and SIGSTOP, and the verdict
+  on every record's deliveries (a pure function of what the workers wrote).
 - ``broker.chaos.eos_worker`` and ``broker.chaos.exactly_once``: ``--exactly-once``, transactional
   consume-transform-produce workers (confluent-kafka) in place of the consumers, and the check that the output
   topic, read read_committed, holds every input exactly once.

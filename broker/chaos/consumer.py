@@ -50,7 +50,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from broker.chaos import CLIENTS, MissingLibrary, fail_missing, load, run_client
-from broker.chaos.options import CONSUMER_PROTOCOL_CLIENT, GROUP_PROTOCOLS
+from broker.chaos.options import CONSUMER_GROUP_PROTOCOLS, CONSUMER_PROTOCOL_CLIENT
 
 ASSIGNORS = ("range", "roundrobin", "cooperative-sticky")
 PROGRAM = "python -m broker.chaos.consumer"
@@ -354,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--instance-id", default=None, help="group.instance.id: a static member (KIP-345)")
     parser.add_argument("--log-level", default="WARNING", help="the client library's log level (on stderr)")
     parser.add_argument(
-        "--group-protocol", choices=GROUP_PROTOCOLS, default="classic",
+        "--group-protocol", choices=CONSUMER_GROUP_PROTOCOLS, default="classic",
         help="classic, or consumer (KIP-848: confluent only, without session/heartbeat/assignor settings)",
     )  # fmt: skip
     return parser

@@ -45,7 +45,7 @@ from typing import Any
 
 from broker.chaos import MissingLibrary, fail_missing, load
 from broker.chaos.consumer import ASSIGNORS, confluent_config, note, subscribe_noting
-from broker.chaos.options import GROUP_PROTOCOLS
+from broker.chaos.options import CONSUMER_GROUP_PROTOCOLS
 
 PROGRAM = "python -m broker.chaos.eos_worker"
 #: The output header naming the worker that committed a record (the runner counts records per worker with it).
@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=1000)
     parser.add_argument("--assignor", choices=ASSIGNORS, default=None, help="default: the client's own")
-    parser.add_argument("--group-protocol", choices=GROUP_PROTOCOLS, default="classic")
+    parser.add_argument("--group-protocol", choices=CONSUMER_GROUP_PROTOCOLS, default="classic")
     parser.add_argument("--log-level", default="WARNING", help="the client library's log level (on stderr)")
     return parser
 

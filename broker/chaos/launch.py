@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -68,6 +69,8 @@ def stop_all(processes: list[subprocess.Popen[bytes]], grace_s: float) -> None:
     running = [p for p in processes if p.poll() is None]
     for process in running:
         process.terminate()
+        # A share run's SIGSTOPped member would hold its SIGTERM until continued: continue it (a no-op otherwise).
+        process.send_signal(signal.SIGCONT)
     deadline = time.monotonic() + grace_s
     for process in running:
         try:
@@ -253,6 +256,7 @@ class Incarnation:
     signalled: str | None = None  # "SIGKILL" / "SIGTERM" sent by the schedule, or "stop" at the end
     signalled_at: float | None = None
     exited_at: float | None = None
+    pauses: list[tuple[float, float | None]] = field(default_factory=list)  # SIGSTOP .. SIGCONT (share runs)
 
     @property
     def client_id(self) -> str:

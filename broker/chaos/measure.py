@@ -27,7 +27,7 @@ from collections import Counter
 from typing import Any
 
 from broker.chaos.launch import Incarnation
-from broker.chaos.protocols import PROTOCOLS, GroupProtocol, GroupView, detect_cause
+from broker.chaos.protocols import JOINED, PROTOCOLS, GroupProtocol, GroupView, detect_cause
 from broker.chaos.records import Records
 from broker.chaos.schedule import Kill
 from broker.control.client import ControlClient, ControlError
@@ -148,7 +148,7 @@ def member_clients(events: list[JSON]) -> dict[str, str]:
     """member id -> client id, from member_joined (and a static member's replacement)."""
     clients: dict[str, str] = {}
     for event in events:
-        if event.get("event") == names.MEMBER_JOINED and event.get("member_id"):
+        if event.get("event") in JOINED and event.get("member_id"):
             clients[event["member_id"]] = str(event.get("client_id"))
     return clients
 

@@ -7,6 +7,11 @@ options to its ``chaos run`` sub-command, the runner's ``main`` to a parser of i
 (``--client confluent``) speaks it, and it refuses the classic client settings (section 12.1: session.timeout.ms,
 heartbeat.interval.ms, partition.assignment.strategy), so there the session and heartbeat flags set the broker's
 consumer-group timers instead (section 7: the broker dictates them), and ``--assignor`` is refused.
+
+``--group-protocol share`` runs a KIP-932 share group (docs/spec/share-groups.md; ``share_run``): librdkafka's
+``ShareConsumer`` (confluent only) has no client-side group settings at all (section 12.1), so the session and
+heartbeat flags set the broker's share-group timers, ``--share-lock-ms`` its record lock, and ``--assignor``,
+``--exactly-once`` and ``--broker-restart-every`` are refused; the kills are SIGKILL or SIGSTOP (``--kill-ratio``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,19 @@ from typing import Any
 from broker.chaos import CLIENTS
 from broker.control.client import URL_ENV
 
-GROUP_PROTOCOLS = ("classic", "consumer")
+#: The group protocols of the bundled consumer (``broker.chaos.consumer``) and the exactly-once worker.
+CONSUMER_GROUP_PROTOCOLS = ("classic", "consumer")
+GROUP_PROTOCOLS = (*CONSUMER_GROUP_PROTOCOLS, "share")
+#: The share consumer's record lock (the broker's group.share.record.lock.duration.ms and the group's
+#: share.record.lock.duration.ms): short, so a SIGSTOPped holder's records come back within a run, and below the
+#: default 3 s a SIGSTOP lasts (--restart-after), so they come back while it is stopped.
+SHARE_LOCK_MS = 2000
+SHARE_ACK_MODES = ("implicit", "explicit")
+PARTITIONS = 6
+#: A share run's topic has one partition unless told otherwise: the simple assignor gives a partition to
+#: ceil(members / partitions) members (docs/spec/share-groups.md 5), so with one partition every member shares it
+#: and a stopped or killed member's records go to the others; with partitions >= members each is exclusive.
+SHARE_PARTITIONS = 1
 #: The one client library that speaks the consumer protocol (librdkafka 2.12+: docs/spec/consumer-groups.md 12).
 CONSUMER_PROTOCOL_CLIENT = "confluent"
 #: The library of the exactly-once worker (``broker.chaos.eos_worker``).
@@ -25,8 +42,10 @@ EXACTLY_ONCE_CLIENT = "confluent"
 
 PROGRAM = "group-broker chaos run"
 DESCRIPTION = (
-    "Kill consumers of a group on a seeded schedule (SIGKILL or SIGTERM), restart them, and measure how long the "
-    "broker takes to notice and the group to recover, and whether any record was lost. With "
+    "Kill consumers of a group on a seeded schedule (SIGKILL or SIGTERM; with --group-protocol share SIGKILL or "
+    "SIGSTOP), restart them, and measure how long the broker takes to notice and the group to recover, and whether "
+    "any record was lost (share groups: whether every record was delivered and accepted, never under one lock "
+    "twice). With "
     "--broker-restart-every, also SIGKILL and restart the broker itself, on its data directory."
 )
 
@@ -39,7 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     workload = parser.add_argument_group("workload")
     workload.add_argument("--client", choices=CLIENTS, default="confluent", help="client library (default confluent)")
     workload.add_argument("--consumers", type=int, default=3, metavar="N", help="consumer processes (default 3)")
-    workload.add_argument("--partitions", type=int, default=6, metavar="N", help="topic partitions (default 6)")
+    workload.add_argument(
+        "--partitions", type=int, default=None, metavar="N",
+        help=f"topic partitions (default {PARTITIONS}; with --group-protocol share {SHARE_PARTITIONS}: a queue every "
+        "member shares)",
+    )  # fmt: skip
     workload.add_argument("--topic", default=None, help="topic (default: chaos-<run id>, created if missing)")
     workload.add_argument("--group", default=None, help="consumer group (default: chaos-<run id>)")
     workload.add_argument("--rate", type=float, default=100.0, metavar="R", help="records per second (default 100)")
@@ -49,8 +72,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     workload.add_argument(
         "--group-protocol", choices=GROUP_PROTOCOLS, default="classic",
-        help="classic (JoinGroup/SyncGroup) or consumer (KIP-848, ConsumerGroupHeartbeat; confluent only) "
-        "(default classic)",
+        help="classic (JoinGroup/SyncGroup), consumer (KIP-848, ConsumerGroupHeartbeat; confluent only) or share "
+        "(KIP-932 share group of confluent ShareConsumers; kills are SIGKILL or SIGSTOP) (default classic)",
+    )  # fmt: skip
+    workload.add_argument(
+        "--share-lock-ms", type=int, default=None, metavar="MS",
+        help=f"with --group-protocol share: the record lock duration (default {SHARE_LOCK_MS}; at least 1000)",
+    )  # fmt: skip
+    workload.add_argument(
+        "--share-ack", choices=SHARE_ACK_MODES, default=None,
+        help="with --group-protocol share: share.acknowledgement.mode of the consumers, implicit (the next poll or "
+        "commit accepts a batch) or explicit (each record ACCEPTed) (default implicit)",
     )  # fmt: skip
     workload.add_argument(
         "--exactly-once", action="store_true",
@@ -59,11 +91,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     workload.add_argument(
         "--session-timeout-ms", type=int, default=6000, metavar="MS",
-        help="default 6000; with --group-protocol consumer, the broker's consumer-group session timeout",
+        help="default 6000; with --group-protocol consumer or share, the broker's consumer-group or share-group "
+        "session timeout",
     )  # fmt: skip
     workload.add_argument(
         "--heartbeat-interval-ms", type=int, default=1000, metavar="MS",
-        help="default 1000; with --group-protocol consumer, the interval the broker gives its members",
+        help="default 1000; with --group-protocol consumer or share, the interval the broker gives its members",
     )  # fmt: skip
 
     schedule = parser.add_argument_group("schedule")
@@ -71,7 +104,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     schedule.add_argument("--interval", type=float, default=8.0, metavar="S", help="seconds between kills (default 8)")
     schedule.add_argument(
         "--kill-ratio", type=float, default=0.75, metavar="P",
-        help="share of kills that are SIGKILL; the rest are SIGTERM, a graceful close (default 0.75)",
+        help="share of kills that are SIGKILL; the rest are SIGTERM, a graceful close (with --group-protocol share: "
+        "SIGSTOP, then SIGCONT after --restart-after) (default 0.75)",
     )  # fmt: skip
     schedule.add_argument(
         "--restart-after", type=float, default=3.0, metavar="S", help="restart a killed consumer after S s (default 3)"
@@ -118,7 +152,7 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
     problems = []
     if args.consumers < 1:
         problems.append("--consumers must be at least 1")
-    if args.partitions < 1:
+    if args.partitions is not None and args.partitions < 1:
         problems.append("--partitions must be at least 1")
     if not args.rate > 0:
         problems.append("--rate must be positive")
@@ -167,6 +201,7 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
                 "--assignor is a classic-protocol client setting: with --group-protocol consumer the broker assigns "
                 "(its group.consumer.assignors)"
             )
+    problems += share_problems(args)
     if args.exactly_once and args.client != EXACTLY_ONCE_CLIENT:
         problems.append(
             f"--exactly-once needs --client {EXACTLY_ONCE_CLIENT}: its transactional worker is confluent-kafka's"
@@ -175,6 +210,38 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
         value = getattr(args, name)
         if value is not None and (not value or any(c.isspace() for c in value) or ":" in value):
             problems.append(f"--{name} must be a non-empty name without spaces or ':'")
+    return problems
+
+
+def share_problems(args: argparse.Namespace) -> list[str]:
+    """What ``--group-protocol share`` does not go with, and the share options without it."""
+    if args.group_protocol != "share":
+        return [
+            f"{flag} is for --group-protocol share" for flag, value in
+            (("--share-lock-ms", args.share_lock_ms), ("--share-ack", args.share_ack)) if value is not None
+        ]  # fmt: skip
+    problems = []
+    if args.client != CONSUMER_PROTOCOL_CLIENT:
+        problems.append(
+            f"--group-protocol share needs --client {CONSUMER_PROTOCOL_CLIENT}: its share consumer is librdkafka's "
+            f"ShareConsumer; {args.client} has none"
+        )
+    if args.assignor is not None:
+        problems.append(
+            "--assignor is a classic-protocol client setting: a share group's partitions are assigned by the broker "
+            "(the simple assignor, KIP-932)"
+        )
+    if args.exactly_once:
+        problems.append(
+            "--exactly-once is for consumer groups: a share group has no offsets to commit in a transaction"
+        )
+    if args.broker_restart_every is not None:
+        problems.append(
+            "--broker-restart-every is not for --group-protocol share: the runner's check of records across broker "
+            "restarts reads committed offsets, which a share group does not have"
+        )
+    if args.share_lock_ms is not None and args.share_lock_ms < 1000:
+        problems.append("--share-lock-ms must be at least 1000 (Kafka's lowest group.share.record.lock.duration.ms)")
     return problems
 
 
@@ -190,6 +257,7 @@ def config_report(args: argparse.Namespace, topic: str, group: str, seed: int) -
         "assignor": args.assignor,
         "group_protocol": args.group_protocol,
         "exactly_once": args.exactly_once,
+        **share_config(args),
         "session_timeout_ms": args.session_timeout_ms,
         "heartbeat_interval_ms": args.heartbeat_interval_ms,
         "duration_s": args.duration,
@@ -200,3 +268,20 @@ def config_report(args: argparse.Namespace, topic: str, group: str, seed: int) -
         "broker_restart_every_s": args.broker_restart_every,
         "seed": seed,
     }
+
+
+def share_config(args: argparse.Namespace) -> JSON:
+    """The report's ``config`` entries of a share run (none otherwise)."""
+    if args.group_protocol != "share":
+        return {}
+    return {"share_lock_ms": share_lock_ms(args), "share_ack": args.share_ack or SHARE_ACK_MODES[0]}
+
+
+def resolve_defaults(args: argparse.Namespace) -> None:
+    """The defaults that depend on the group protocol (``--partitions``), once the options are known to be usable."""
+    if args.partitions is None:
+        args.partitions = SHARE_PARTITIONS if args.group_protocol == "share" else PARTITIONS
+
+
+def share_lock_ms(args: argparse.Namespace) -> int:
+    return int(args.share_lock_ms if args.share_lock_ms is not None else SHARE_LOCK_MS)

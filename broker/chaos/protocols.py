@@ -8,6 +8,10 @@
   cover every subscribed partition, section 6); a member owns what its last ``member_reconciled`` says it has
   assigned (section 3.5). There is no SyncGroup and no generation: the epochs shown are the group epoch and the
   target's assignment epoch.
+- ``share`` (KIP-932, docs/spec/share-groups.md): the consumer protocol's events with ``group_type`` "share"; a
+  member joins with ``share_member_joined``, and a share group is Stable whenever it has members (its states are
+  Empty and Stable), so a disruption's recovery is not read from the state: the share runner judges the records
+  instead (``share_judge``: who held what, and when it came back).
 
 ``GroupView`` folds one group's events into its state, members and epochs: the consumer-protocol run waits for
 Stable and shows its progress from it, the events being where a consumer group's epochs are (docs/events.md).
@@ -70,7 +74,17 @@ class ConsumerProtocol(GroupProtocol):
         return None
 
 
-PROTOCOLS: dict[str, GroupProtocol] = {"classic": GroupProtocol(), "consumer": ConsumerProtocol()}
+class ShareProtocol(ConsumerProtocol):
+    name = "share"
+    recovery_words = "records never came back"
+
+
+#: The events by which a member joins: a share group's members join with their own (docs/events.md).
+JOINED = (names.MEMBER_JOINED, names.SHARE_MEMBER_JOINED)
+
+PROTOCOLS: dict[str, GroupProtocol] = {
+    "classic": GroupProtocol(), "consumer": ConsumerProtocol(), "share": ShareProtocol(),
+}  # fmt: skip
 
 
 def detect_cause(event: JSON) -> str | None:
@@ -96,7 +110,7 @@ class GroupView:
     def apply(self, event: JSON) -> None:
         name = event.get("event")
         member = event.get("member_id")
-        if name == names.MEMBER_JOINED and member:
+        if name in JOINED and member:
             self.members.add(member)
         elif name in (names.MEMBER_EXPIRED, names.MEMBER_FENCED) or (
             # a static consumer-protocol member leaving with epoch -2 stays a member (section 7.5)

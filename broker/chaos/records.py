@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,10 @@ class Records:
             self.lines += 1
             self.per_file[path.name] += 1
         self._positions[path] = position + end + 1
+
+    def settled(self) -> Set[str]:
+        """The keys the drain waits for: consumed (a share run's records: accepted, ``share_run.ShareRecords``)."""
+        return self.keys.keys()
 
 
 @dataclass

@@ -33,6 +33,12 @@ heartbeat interval as its consumer-group timers (section 7), the group is watche
 members, group and assignment epochs: ``protocols.GroupView``), and a recovery is the group Stable again (every
 member reconciled) rather than a SyncGroup. The measurements are the same otherwise.
 
+``--group-protocol share`` makes the group a KIP-932 share group of confluent ``ShareConsumer`` processes
+(``share_run``; docs/spec/share-groups.md): the kills are SIGKILL or SIGSTOP (SIGCONT after ``--restart-after``),
+the broker it starts gets a short record lock (``--share-lock-ms``), and the report's ``share`` is the verdict of
+``share_judge`` on what the workers wrote: every record delivered and accepted, never to two members under one
+lock, the redeliveries by cause (exit 1 otherwise).
+
 ``--exactly-once`` makes the members transactional consume-transform-produce workers (``exactly_once``,
 ``eos_worker``) under the same schedule; what is consumed is then the output topic, read read_committed, and at
 the end the whole output topic must hold every acknowledged input exactly once (the report's ``exactly_once``;
@@ -46,6 +52,7 @@ mean for each group protocol), ``display`` (what is shown).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import shutil
@@ -58,7 +65,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from broker.chaos import exactly_once, library_available, missing_library_message
+from broker.chaos import exactly_once, library_available, missing_library_message, share_run
 from broker.chaos.broker_restarts import BrokerRestarts, data_dir, durability_report, restart_notes, restart_reports
 from broker.chaos.display import Display, print_report
 from broker.chaos.launch import (
@@ -84,10 +91,19 @@ from broker.chaos.measure import (
     member_clients,
     summarize,
 )
-from broker.chaos.options import DESCRIPTION, PROGRAM, add_arguments, argument_problems, config_report
+from broker.chaos.options import (
+    DESCRIPTION,
+    PROGRAM,
+    add_arguments,
+    argument_problems,
+    config_report,
+    resolve_defaults,
+    share_lock_ms,
+)
 from broker.chaos.protocols import PROTOCOLS
 from broker.chaos.records import Produced, Records, records_report
 from broker.chaos.schedule import Schedule
+from broker.chaos.share_display import print_share_report
 from broker.control.client import ControlClient, ControlError, configured_url
 from broker.control.grace import GraceError, grace_seconds
 
@@ -112,7 +128,9 @@ class Run:
         self.topic: str = args.topic or f"chaos-{self.run_id}"
         self.group: str = args.group or f"chaos-{self.run_id}"
         self.seed: int = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-        self.schedule = Schedule(self.seed, args.kill_ratio, args.restart_after)
+        self.share = args.group_protocol == "share"
+        gentle = "SIGSTOP" if self.share else "SIGTERM"
+        self.schedule = Schedule(self.seed, args.kill_ratio, args.restart_after, gentle)
         self.protocol = PROTOCOLS[args.group_protocol]
         self.display = Display()
         self.broker: Broker | None = None
@@ -123,10 +141,11 @@ class Run:
         self.slots: dict[int, Incarnation] = {}
         self.incarnations: list[Incarnation] = []
         # With --exactly-once, what is consumed is the output topic: exactly_once.OutputRecords once the broker is up.
-        self.records = Records()
+        self.records = share_run.ShareRecords() if self.share else Records()
         self.notes: list[str] = []
         self.chaos_ended: float | None = None
         self.drained: float | None = None
+        self.stopped_at: float | None = None
         self.phase = "starting"
         self.producer_exited = False
         every = args.broker_restart_every
@@ -137,6 +156,7 @@ class Run:
     def start_consumer(self, slot: int, incarnation: int) -> Incarnation:
         assert self.broker is not None
         start = exactly_once.start_worker if self.args.exactly_once else start_consumer
+        start = share_run.start_worker if self.share else start
         consumer = start(self.args, self.broker.bootstrap, self.topic, self.group, self.workdir, slot, incarnation)
         self.slots[slot] = consumer
         self.incarnations.append(consumer)
@@ -188,6 +208,14 @@ class Run:
     def restart_due(self) -> None:
         for slot in self.schedule.due(time.time()):
             old = self.slots[slot]
+            if old.signalled == "SIGSTOP":  # a share run's stopped member goes on where it stopped
+                assert self.control is not None
+                with contextlib.suppress(ControlError):  # only its mark in the event log would be missing
+                    self.control.chaos_action(self.group, "resume", signal="SIGCONT", client_id=old.client_id,
+                                              pid=old.process.pid)  # fmt: skip
+                self.schedule.resume(old)
+                self.display.say(f"SIGCONT {old.client_id} (pid {old.process.pid})")
+                continue
             if old.alive:  # a SIGTERMed consumer gets to finish closing first
                 continue
             new = self.start_consumer(slot, old.incarnation + 1)
@@ -203,7 +231,8 @@ class Run:
         timeout = self.args.session_timeout_ms if self.protocol.name == "classic" or self.broker_managed else None
         try:
             self.control.chaos_action(
-                self.group, "kill", signal=how, client_id=victim.client_id, pid=victim.process.pid,
+                self.group, "pause" if how == "SIGSTOP" else "kill", signal=how, client_id=victim.client_id,
+                pid=victim.process.pid,
                 member_id=members[-1] if members else None, session_timeout_ms=timeout,
                 note=f"kill #{len(self.schedule.kills) + 1} of chaos run {self.run_id} (seed {self.seed})",
             )  # fmt: skip
@@ -240,7 +269,8 @@ class Run:
         if self.args.bootstrap is None:
             self.display.say("starting a broker")
             settings = consumer_group_timers(self.args.session_timeout_ms, self.args.heartbeat_interval_ms)
-            settings = (settings if consumer_groups else []) + (
+            settings = share_run.broker_settings(self.args) if self.share else settings if consumer_groups else []
+            settings = settings + (
                 exactly_once.broker_settings() if self.args.exactly_once else []
             )
             if self.args.event_log is not None:
@@ -251,8 +281,9 @@ class Run:
             )  # fmt: skip
         else:
             self.broker = Broker(self.args.bootstrap, self.args.admin or configured_url())
-            if consumer_groups:
-                self.display.say("a running broker: its own consumer-group session timeout and heartbeat apply")
+            if consumer_groups or self.share:
+                kind = "share" if self.share else "consumer"
+                self.display.say(f"a running broker: its own {kind}-group session timeout and heartbeat apply")
         # A running broker may still be starting (the README starts it in the background): wait for it (issue 26).
         try:
             grace_s = 0.0 if self.broker.managed else grace_seconds(self.args)
@@ -268,8 +299,14 @@ class Run:
             f"({self.args.partitions} partitions), {self.protocol.name} group {self.group}, {self.args.consumers} "
             f"{self.args.client} consumers, seed {self.seed}"
         )
-        self.follower = EventFollower(self.control, self.group, from_events=consumer_groups)
+        self.follower = EventFollower(self.control, self.group, from_events=consumer_groups or self.share)
         self.follower.start()
+        if self.share:  # before any member fetches: from the earliest offset, with the run's lock (share_run)
+            limit = share_run.configure_group(self.broker.bootstrap, self.group, share_lock_ms(self.args))
+            assert isinstance(self.records, share_run.ShareRecords)
+            self.records.limit = limit
+            self.records.watch(self.control, self.group)
+            self.display.say(f"share group {self.group}: record lock {share_lock_ms(self.args)} ms, from earliest")
         self.start_producer()
         if self.args.exactly_once:
             output = exactly_once.output_topic(self.topic)
@@ -288,7 +325,7 @@ class Run:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self.tick()
-            if self.protocol.name == "consumer":
+            if self.protocol.name != "classic":
                 if self.follower.stable_with(self.args.consumers):
                     return True
                 time.sleep(TICK_S)
@@ -356,11 +393,11 @@ class Run:
         deadline = time.monotonic() + self.args.drain_timeout
         while time.monotonic() < deadline:
             self.tick()
-            if not self.schedule.restarts and wanted <= self.records.keys.keys():
+            if not self.schedule.restarts and wanted <= self.records.settled():
                 break
             time.sleep(TICK_S)
         else:
-            missing = len(wanted - self.records.keys.keys())
+            missing = len(wanted - self.records.settled())
             self.notes.append(f"drain timed out after {self.args.drain_timeout:g}s with {missing} records unconsumed")
         # Let the last disruption settle so it can be measured: Stable with every consumer, then the events.
         self.wait_stable("the last restart", timeout_s=max(10.0, self.args.session_timeout_ms / 1000 * 3))
@@ -370,6 +407,7 @@ class Run:
 
     def stop_consumers(self) -> None:
         self.phase = "stopping"
+        self.stopped_at = time.time()
         for consumer in self.slots.values():
             if consumer.alive:
                 consumer.signalled = consumer.signalled or "stop"
@@ -411,8 +449,18 @@ class Run:
         assert self.broker is not None and self.follower is not None
         events = self.follower.snapshot()
         clients = member_clients(events)
-        kills = kill_reports(self.schedule.kills, events, clients, self.protocol)
-        self.notes.extend(kill_notes(kills, self.protocol))
+        share = None
+        if self.share:  # share_judge's verdict, the kills as the records tell them, the broker's counts
+            assert isinstance(self.records, share_run.ShareRecords) and self.control is not None
+            share = share_run.report(
+                self.records, produced.keys(), self.incarnations, self.schedule.kills, events, self.control,
+                self.group, share_lock_ms(self.args), self.stopped_at, self.notes,
+            )  # fmt: skip
+        if share is None:
+            kills = kill_reports(self.schedule.kills, events, clients, self.protocol)
+            self.notes.extend(kill_notes(kills, self.protocol))
+        else:
+            kills = share.pop("kills")
         records = {**records_report(produced, self.records), **durability_report(self.incarnations)}
         restarts = None
         if self.broker_restarts is not None:
@@ -423,6 +471,7 @@ class Run:
         start = self.schedule.started
         check = self.check_output(produced) if self.args.exactly_once else None
         ok = records["lost"] == 0 and produced.acked > 0 and (check is None or check["ok"])
+        ok = ok and (share is None or share["ok"])
         # Across broker restarts a commit the broker acknowledged must hold as well as a record.
         ok = ok and (restarts is None or records["duplicated_after_commit"] == 0)
         return {
@@ -442,12 +491,13 @@ class Run:
             "records": records,
             "kills": kills,
             "broker_restarts": restarts or [],
-            "summary": summarize(kills),
+            "summary": share_run.summarize(kills) if self.share else summarize(kills),
             "group": group_report(events, start, self.drained, self.follower.errors, self.protocol),
             "consumers": consumer_reports(self.incarnations, clients, self.records),
             "notes": self.notes,
             "workdir": str(self.workdir),
             **({} if check is None else {"exactly_once": check}),
+            **({} if share is None else {"share": share}),
         }
 
     def execute(self) -> JSON:
@@ -477,6 +527,7 @@ def run(args: argparse.Namespace) -> int:
     if not library_available(args.client):
         print(f"{PROGRAM}: error: {missing_library_message(args.client)}", file=sys.stderr)
         return 2
+    resolve_defaults(args)
     keep = args.workdir is not None
     workdir = Path(args.workdir) if keep else Path(tempfile.mkdtemp(prefix="chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -500,7 +551,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
-    print_report(report)
+    (print_share_report if args.group_protocol == "share" else print_report)(report)
     # A clean run's temporary directory is deleted: the report then names none (issue 18: it named a directory
     # that no longer existed), and says so; a kept one is named by its absolute path.
     kept = keep or not report["ok"] or bool(report["notes"])
