@@ -69,13 +69,16 @@ class NodeSet:
             return {"node_id": node_id, "moved_leaders": [], "moved_coordinators": []}
         if self.layout.running() == [node_id]:
             raise LastRunningNode(f"node {node_id} is the last running node")
-        if mode == "kill":
-            await self._drop(node, abort=True)
+        # Nothing awaits until the node is down in the layout: a request at another node (or a second stop) sees
+        # the node either running or stopped, never half stopped with its leaderships still in place.
+        closing = self._drop(node, abort=True) if mode == "kill" else []
         moves = self.layout.stop(node_id)
         self._moved(moves, cause="node_stopped")
         if mode != "kill":
-            await self._drop(node, abort=False)
+            closing = self._drop(node, abort=False)
         self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
+        for acceptor in closing:
+            await acceptor.wait_closed()
         return {
             "node_id": node_id,
             "moved_leaders": [[m.topic, m.partition, m.leader] for m in moves if m.topic not in INTERNAL_TOPICS],
@@ -132,20 +135,20 @@ class NodeSet:
                  "load_delay_ms": self.load_delay_ms, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
             )  # fmt: skip
 
-    async def _drop(self, node: Node, *, abort: bool) -> None:
+    def _drop(self, node: Node, *, abort: bool) -> list[Acceptor]:
         """Close the node's listening sockets (its port refuses at once, and is free to listen on again), then
-        its connections: aborted (kill: no answer goes out) or hung up once their answers are written."""
-        for acceptor in node.acceptors:
+        its connections: aborted (kill: no answer goes out) or hung up once their answers are written. All of it
+        before the next await: the acceptors returned are the caller's to wait for."""
+        closing, node.acceptors = node.acceptors, []
+        for acceptor in closing:
             acceptor.close()
-        for acceptor in node.acceptors:
-            await acceptor.wait_closed()
-        node.acceptors.clear()
         for connection in list(self._connections()):
             if getattr(connection, "node_id", None) == node.node_id:
                 if abort:
                     connection.abort()
                 else:
                     connection.hang_up()
+        return closing
 
     def _node(self, node_id: int) -> Node:
         node = self.nodes.get(node_id)

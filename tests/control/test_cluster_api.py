@@ -208,6 +208,8 @@ async def test_moving_a_coordinator_moves_its_partition_with_every_key_on_it(cap
     assert moved.json["epoch"] == found["epoch"] + 1
     after = await coordinator(capi, "orders-app")
     assert (after["node"], after["epoch"]) == (target, found["epoch"] + 1)
+    same = await capi.post("/v1/cluster/coordinators", json={"key": "orders-app", "node": target})
+    assert (same.json["node"], same.json["epoch"]) == (target, found["epoch"] + 1)  # there already: nothing moves
     txn = await capi.post("/v1/cluster/coordinators", json={"type": "transaction", "key": "t", "node": 1})
     assert txn.status == 200 and txn.json["topic"] == "__transaction_state"
 
@@ -246,6 +248,8 @@ async def test_moving_a_partition_leader_and_back_to_the_preferred_one(capi: Con
     assert (partition.leader_id, partition.leader_epoch) == (2, 1)
     back = await capi.post("/v1/cluster/partitions/topic/0/leader", json={"preferred": True})
     assert back.status == 200 and back.json == {"leader": 1, "epoch": 2}
+    again = await capi.post("/v1/cluster/partitions/topic/0/leader", json={"preferred": True})
+    assert again.json == {"leader": 1, "epoch": 2}  # the leader already: no election, the same epoch
 
     assert (await capi.post("/v1/cluster/partitions/nope/0/leader", json={"node": 1})).status == 404
     assert (await capi.post("/v1/cluster/partitions/topic/3/leader", json={"node": 1})).status == 404
