@@ -168,7 +168,8 @@ def describe_text(group: JSON, events: Sequence[JSON], coordinator: int | None =
     header.append(("Topics", ", ".join(group.get("subscribed_topics") or []) or "-"))
     if group.get("pending_members"):
         header.append(("Pending", ", ".join(group["pending_members"])))
-    lines = [f"{name + ':':<12}{value}" if len(name) < 11 else f"{name}: {value}" for name, value in header]
+    width = max(12, *(len(name) + 2 for name, _ in header))  # "Coordinator:" (several nodes) widens the column
+    lines = [f"{name + ':':<{width}}{value}" for name, value in header]
     members: list[JSON] = group.get("members") or []
     lines.append("")
     if members:

@@ -73,10 +73,11 @@ class NodeSet:
         # the node either running or stopped, never half stopped with its leaderships still in place.
         closing = self._drop(node, abort=True) if mode == "kill" else []
         moves = self.layout.stop(node_id)
+        # The cause before its consequences: node_stopped, then each leader_moved, coordinator_(un)loaded.
+        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
         self._moved(moves, cause="node_stopped")
         if mode != "kill":
             closing = self._drop(node, abort=False)
-        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
         for acceptor in closing:
             await acceptor.wait_closed()
         return {
@@ -92,8 +93,8 @@ class NodeSet:
         for rebind in node.rebind:
             await rebind()
         moves = self.layout.start(node_id)
-        self._moved(moves, cause="node_started")
         self._events.emit(NODE_STARTED, "", {"node_id": node_id})
+        self._moved(moves, cause="node_started")
         return {"node_id": node_id, "moved_leaders": [[m.topic, m.partition, m.leader] for m in moves]}
 
     def move_leader(self, topic: str, partition: int, node_id: int | None) -> Moved:

@@ -266,9 +266,14 @@ async def test_every_verb_is_told_in_events(capi: ControlClient) -> None:
     async with capi.stream(query={"since_seq": 0}) as stream:
         assert (await capi.post("/v1/cluster/nodes/3/stop")).status == 200
         seen = await stream.until(lambda record: record["event"] == "node_stopped")
+        # The stop first, then what it moved: the last coordinator partition node 3 led is 47 of __transaction_state.
+        seen += await stream.until(
+            lambda r: r["event"] == "coordinator_loaded" and (r["topic"], r["partition"]) == ("__transaction_state", 47)
+        )
         assert (await capi.post("/v1/cluster/nodes/3/start")).status == 200
         seen += await stream.until(lambda record: record["event"] == "node_started")
     names = [record["event"] for record in seen]
+    assert names.index("node_stopped") < names.index("leader_moved")
     assert {"leader_moved", "coordinator_unloaded", "coordinator_loaded"} <= set(names)
     stopped = next(record for record in seen if record["event"] == "node_stopped")
     assert (stopped["group_id"], stopped["node_id"], stopped["mode"]) == ("", 3, "kill")
