@@ -126,3 +126,20 @@ def test_groups_and_describe_name_the_coordinator(broker: Broker, tmp_path: Path
         target = next(n for n in (1, 2, 3) if n != node)
         ok(cli(broker, "cluster", "move-coordinator", "--group", group, "--to", str(target)))
         assert f"Coordinator: node {target}" in ok(cli(broker, "describe", group)).splitlines()
+
+
+def test_a_single_node_broker_shows_one_node_and_no_coordinator_column(tmp_path: Path) -> None:
+    single = start_broker(tmp_path / "single.log")
+    try:
+        out = ok(cli(single, "cluster"))
+        assert "1 node, controller" in out.splitlines()[0]
+        (node,) = single.api().cluster()["nodes"]
+        assert "last running node" in failed(cli(single, "cluster", "stop", str(node["node_id"])))
+        with consumers(single, "one-node-app", tmp_path):
+            stable(single.api(), "one-node-app", 1)
+            assert "COORDINATOR" not in ok(cli(single, "groups")).splitlines()[0]
+            described = ok(cli(single, "describe", "one-node-app")).splitlines()
+            assert not any(line.startswith("Coordinator") for line in described)
+            assert "Group:      one-node-app" in described
+    finally:
+        single.stop()
