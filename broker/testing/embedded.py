@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -153,6 +154,11 @@ class EmbeddedBroker(BrokerControl):
         """Start the broker and return once its Kafka listener and control API both accept connections."""
         if self._thread is not None:
             raise RuntimeError("the broker is already running")
+        nodes = self.settings.cluster.nodes
+        if nodes > 1 and not self.settings.listeners and self.settings.port == 0:
+            # Node i listens on the port + i (serve --nodes): a free run of ports, so that restart() and a
+            # started node come back where they were.
+            self.settings = dataclasses.replace(self.settings, port=_free_run(self.settings.host, nodes))
         self._failure = None
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="group-broker", daemon=True)
@@ -246,6 +252,29 @@ class EmbeddedBroker(BrokerControl):
         finally:
             abandon, self._abandon = self._abandon, False
             await (server.abandon() if abandon else server.stop())
+
+
+def _free_run(host: str, count: int, attempts: int = 100) -> int:
+    """A port P with P .. P + count - 1 all free on ``host`` (as free as a probe can tell)."""
+    for _ in range(attempts):
+        with socket.socket() as first:
+            first.bind((host, 0))
+            base = int(first.getsockname()[1])
+            if base + count > 65536:
+                continue
+            probes: list[socket.socket] = []
+            try:
+                for port in range(base + 1, base + count):
+                    probe = socket.socket()
+                    probes.append(probe)
+                    probe.bind((host, port))
+            except OSError:
+                continue
+            finally:
+                for probe in probes:
+                    probe.close()
+        return base
+    raise RuntimeError(f"no run of {count} free ports on {host}")
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:

@@ -153,3 +153,18 @@ def test_nodes_and_cluster_settings_by_name() -> None:
     assert (settings.cluster.nodes, settings.cluster.coordinator_load_delay_ms) == (2, 500)
     with pytest.raises(ValueError, match="unknown cluster setting"):
         embedded_settings(cluster={"node": 2})
+
+
+def test_the_nodes_listen_on_a_run_of_ports_that_a_restart_and_a_start_keep() -> None:
+    from broker.testing.embedded import run_broker
+
+    with run_broker(nodes=3) as broker:
+        ports = [int(address.rsplit(":", 1)[1]) for address in broker.bootstrap.split(",")]
+        assert ports == [ports[0], ports[0] + 1, ports[0] + 2]  # node i on the port + i, as serve --nodes
+        assert [node["port"] for node in broker.cluster()["nodes"]] == ports
+        broker.stop_node(2)
+        broker.start_node(2)
+        bootstrap = broker.bootstrap
+        broker.restart()
+        assert broker.bootstrap == bootstrap
+        assert [node["port"] for node in broker.cluster()["nodes"]] == ports
