@@ -373,3 +373,53 @@ async def test_a_confluent_kafka_group_keeps_consuming_through_a_coordinator_kil
         assert [member["member_id"] for member in detail["members"]] == members
     finally:
         await asyncio.to_thread(consumer.close)
+
+
+async def test_an_aiokafka_group_keeps_its_generation_through_a_graceful_stop_of_its_coordinator(
+    capi: ControlClient,
+) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    node_ports = await ports(capi)
+    bootstrap = ",".join(f"127.0.0.1:{port}" for port in node_ports.values())
+    group, victim = "", 1
+    for candidate in (f"aio-survivor-{i}" for i in range(100)):
+        group, victim = candidate, (await coordinator(capi, candidate))["node"]
+        if victim != 1:
+            break
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(
+        SINGLE, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+        auto_commit_interval_ms=200, session_timeout_ms=10_000, heartbeat_interval_ms=500,
+    )  # fmt: skip
+    await producer.start()
+    await consumer.start()
+    seen: list[int] = []
+
+    async def produce_and_consume(count: int) -> None:
+        for _ in range(count):
+            await producer.send_and_wait(SINGLE, b"x", partition=0)
+        wanted = len(seen) + count
+        async with asyncio.timeout(30):
+            while len(seen) < wanted:
+                batches = await consumer.getmany(timeout_ms=200)
+                seen.extend(record.offset for records in batches.values() for record in records)
+
+    try:
+        await produce_and_consume(10)
+        before = await capi.wait(group, state="Stable", members=1)
+        stopped = await capi.post(f"/v1/cluster/nodes/{victim}/stop", json={"mode": "graceful"})
+        assert stopped.status == 200, stopped.data
+        await produce_and_consume(10)
+        new = (await coordinator(capi, group))["node"]
+        async with asyncio.timeout(30):  # the commit reaches the new coordinator
+            while (await capi.group(group))["offsets"][0]["committed_offset"] != 20:
+                await consumer.getmany(timeout_ms=200)
+        after = await capi.group(group)
+        assert new != victim
+        assert after["generation_id"] == before["generation_id"]
+        assert [m["member_id"] for m in after["members"]] == [m["member_id"] for m in before["members"]]
+        assert seen == list(range(20))
+    finally:
+        await consumer.stop()
+        await producer.stop()
