@@ -103,7 +103,7 @@ class ShareReplay:
             member = r["member_id"]
             if r["event"] == "records_acquired":
                 for pending in [k for k in self.acked if k[-1] == member]:
-                    self.settle(pending[:-1], member)  # type: ignore[arg-type]
+                    self.settle(pending[:-1], member)
                 got = [(o, c) for first, last, c in r["ranges"] for o in range(first, last + 1)]
                 assert r["records"] == len(got) and r["redelivered"] == sum(c > 1 for _, c in got)
                 assert not any(m == member for m in held.values()), ("one batch at a time", r)
@@ -131,7 +131,7 @@ class ShareReplay:
                 self.acked[(*run, member)] = acknowledged
                 self.seen["acknowledged"] += acknowledged
         for pending in list(self.acked):
-            self.settle(pending[:-1], pending[-1])  # type: ignore[arg-type]
+            self.settle(pending[:-1], pending[-1])
 
 
 def test_a_generated_share_log_replays_by_the_share_partitions_rules(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ other on a one-partition topic: RELEASEs until the delivery limit archives a rec
 releases a poll's records (``session_closed``), a SIGSTOPped holder whose lock expires (``lock_expired``), and a
 member that accepts them in the end. What the workers printed (every record they were given, with its delivery
 count) is the ground truth of the deliveries; the log's own timestamps are that of the times in flight. The job
-runs once (module fixture) and is read by both tests: the tables, then the report's section.
+runs once (module fixture) over that log and a generated one with share groups (``generate --share-groups``, a few
+thousand events: many partitions, broker restarts, every cause), whose tables must be consistent with its records;
+every test reads that one run: the tables, then the report's section.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from broker.analytics import job
+from broker.analytics import generate, job
 from broker.analytics.report import render
+from broker.analytics.synthetic.share import DELIVERY_LIMIT as GENERATED_LIMIT
+from broker.analytics.synthetic.share import LOCK_MS as GENERATED_LOCK_MS
 from tests.analytics.conftest import rows
 from tests.analytics.share_log import Scenario, run_scenario
 from tests.clients.share_processes import DELIVERY_LIMIT, LOCK_MS
 
 #: The purgatory fires a lock's deadline within a tick of it; generous for a loaded machine.
 LOCK_SLACK_MS = 500
+GENERATED_EVENTS = 6000
 
 
 @dataclass
@@ -37,18 +42,25 @@ class Analysed:
     logged: list[dict[str, Any]]
     deliveries: list[dict[str, Any]]
     in_flight: list[dict[str, Any]]
+    generated: list[dict[str, Any]]  # the generated log's records
+    all_deliveries: list[dict[str, Any]]
+    all_in_flight: list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
 def analysed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Analysed:
     tmp = tmp_path_factory.mktemp("share")
     scenario = run_scenario(tmp)
+    synthetic = tmp / "generated.jsonl"
+    generate.generate(synthetic, GENERATED_EVENTS, seed=28, share_groups=3, restarts=1)
     out = tmp / "analysis"
-    result = job.run([str(scenario.log)], str(out), spark=spark)
+    result = job.run([str(scenario.log), str(synthetic)], str(out), spark=spark)
     logged = [json.loads(line) for line in scenario.log.read_text().splitlines()]
-    share = [r for r in rows(spark, out, "share_deliveries") if r["group_id"] == scenario.group]
-    flight = [r for r in rows(spark, out, "share_in_flight") if r["group_id"] == scenario.group]
-    return Analysed(scenario, out, result, logged, share, flight)
+    generated = [json.loads(line) for line in synthetic.read_text().splitlines()]
+    every, flights = rows(spark, out, "share_deliveries"), rows(spark, out, "share_in_flight")
+    share = [r for r in every if r["group_id"] == scenario.group]
+    flight = [r for r in flights if r["group_id"] == scenario.group]
+    return Analysed(scenario, out, result, logged, share, flight, generated, every, flights)
 
 
 def percentile(values: list[int], q: float) -> float:
@@ -77,7 +89,7 @@ def acknowledged_in_flight(logged: list[dict[str, Any]]) -> list[int]:
 def test_share_deliveries_agree_with_what_the_consumers_were_given(analysed: Analysed) -> None:
     scenario, given = analysed.scenario, analysed.scenario.deliveries
     counts = {entry["kind"]: entry["count"] for entry in analysed.result.input}
-    assert counts["lines"] == counts["parsed"] == len(analysed.logged), analysed.result.input
+    assert counts["lines"] == counts["parsed"] == len(analysed.logged) + len(analysed.generated), analysed.result.input
     assert analysed.result.rows["share_deliveries"] >= 1
 
     (row,) = analysed.deliveries
@@ -140,3 +152,57 @@ def test_report_has_the_share_section(analysed: Analysed, spark: SparkSession) -
     assert analysed.scenario.group in section and analysed.scenario.topic in section, section
     assert ">17<" in section and ">10<" in section, section  # deliveries, redeliveries
     assert "lock expired" in section, section
+
+
+def test_the_generated_share_groups_tables_add_up(analysed: Analysed) -> None:
+    """The generated log's share-partitions: every figure of ``share_deliveries`` against its records, and the
+    deliveries' ends in ``share_in_flight`` against those figures."""
+    share = [r for r in analysed.generated if r.get("group_type") == "share"]
+    partitions: dict[tuple[str, str, str, int], Counter[str]] = {}
+    for r in share:
+        if "topic" not in r:
+            continue
+        c = partitions.setdefault((r["group_id"], r["run_id"], r["topic"], r["partition"]), Counter())
+        c[r["event"]] += 1
+        c["deliveries"] += r.get("records", 0) if r["event"] == "records_acquired" else 0
+        c["redeliveries"] += r.get("redelivered", 0)
+        c[f"released_{r.get('cause')}"] += r["records"] if r["event"] == "records_released" else 0
+        c["archived"] += r["records"] if r["event"] == "records_archived" else 0
+        c["accepted"] += r.get("accepted", 0)
+        c["rejected"] += r.get("rejected", 0)
+    found = {(r["group_id"], r["run_id"], r["topic"], r["partition"]): r for r in analysed.all_deliveries}
+    assert set(partitions) <= set(found) and len(partitions) >= 3, sorted(found)
+    causes = Counter[str]()
+    for key, c in partitions.items():
+        row = found[key]
+        assert row["acquisitions"] == c["records_acquired"], (key, row, c)
+        assert (row["deliveries"], row["redeliveries"], row["archived"]) == (
+            c["deliveries"], c["redeliveries"], c["archived"]
+        ), (key, row, c)  # fmt: skip
+        for cause in ("release", "lock_expired", "session_closed"):
+            assert row[f"released_{cause}"] == c[f"released_{cause}"], (key, cause, row, c)
+            causes[cause] += row[f"redeliveries_{cause}"]
+        assert (row["accepted"], row["rejected"]) == (c["accepted"], c["rejected"])
+        # Every acknowledgement found its deliveries: one member, one batch at a time.
+        assert row["acknowledged"] == row["accepted"] + row["rejected"], (key, row)
+        by_cause = ("release", "lock_expired", "session_closed", "unknown")
+        assert row["redeliveries"] == sum(row[f"redeliveries_{x}"] for x in by_cause), (key, row)
+        released = sum(row[f"released_{x}"] for x in ("release", "lock_expired", "session_closed"))
+        ended = row["acknowledged"] + released
+        assert ended + row["archived"] + row["in_flight_at_end"] == row["deliveries"], (key, row)
+        assert row["max_delivery_count"] <= GENERATED_LIMIT
+    assert all(causes.values()) and len(causes) == 3, causes
+    groups = {key[0] for key in partitions}
+    flight = [r for r in analysed.all_in_flight if r["group_id"] in groups]
+    expired = [r for r in flight if r["end"] == "lock_expired"]
+    assert expired and all(
+        GENERATED_LOCK_MS <= r["in_flight_ms_p50"] <= r["in_flight_ms_max"] <= GENERATED_LOCK_MS + 5 for r in expired
+    ), expired
+    acknowledged = [r for r in flight if r["end"] == "acknowledged"]
+    assert acknowledged and all(r["in_flight_ms_max"] < GENERATED_LOCK_MS for r in acknowledged), acknowledged
+    for r in flight:
+        if r["topic"] is not None:
+            row = found[(r["group_id"], r["run_id"], r["topic"], r["partition"])]
+            total = {"all": row["deliveries"] - row["in_flight_at_end"], "open": row["in_flight_at_end"],
+                     "acknowledged": row["acknowledged"], "archived": row["archived"]}  # fmt: skip
+            assert r["deliveries"] == total.get(r["end"], row.get(f"released_{r['end']}")), (r, row)
