@@ -137,7 +137,7 @@ class ShareTraffic:
             for m in g.members:  # what they held is available again, its counts kept (the durable state)
                 if m.holding is not None:
                     partition, held = m.holding
-                    partition.available.update(held)
+                    partition.available.update((o, c) for o, c in held if c < DELIVERY_LIMIT)  # the rest: archived
                 m.gone = True
             g.members = []
             g.created = False
