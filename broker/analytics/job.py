@@ -51,7 +51,13 @@ from broker.analytics.tables.disturbances import caused, disturbances_table
 from broker.analytics.tables.members import members_output
 from broker.analytics.tables.ownership import ownership_output
 from broker.analytics.tables.restarts import restart_disturbances, runs_table, stopped_members, stopped_ownership
-from broker.analytics.tables.share import deliveries, deliveries_table, in_flight_table, share_records
+from broker.analytics.tables.share import (
+    deliveries,
+    deliveries_table,
+    in_flight_table,
+    is_share_group,
+    share_records,
+)
 from broker.analytics.tables.summary import summary_table
 from broker.events.names import FORMAT_VERSION
 
@@ -172,7 +178,9 @@ def _analyse(
         if kind not in ("lines", read.OK) and count:
             say(f"  {count} {kind} line(s), e.g. {examples[0] if examples else '-'}")
 
-    built = build(events)
+    # A share group's records are not rebalances, memberships or partition ownership (their members share
+    # partitions; KIP-932 has no revocation): they make the share tables only (issue 28).
+    built = build(events.where(~is_share_group()))
     # The runs' broker_started and broker_stopped (issue 27): a few rows, kept apart from the events' plans.
     runs = runs_table(events).localCheckpoint(eager=True)
     members = built.members.persist(StorageLevel.MEMORY_AND_DISK)

@@ -34,6 +34,8 @@ from broker.events.names import (
     RELEASE_CAUSES,
 )
 
+#: ``group_type`` of every record of a share group.
+SHARE = "share"
 #: The share records the tables read; every other record has a null ``share`` column.
 RECORD_EVENTS = (RECORDS_ACQUIRED, RECORDS_ACKNOWLEDGED, RECORDS_RELEASED, RECORDS_ARCHIVED)
 #: A share-partition of a (group, run): the tables' key.
@@ -52,6 +54,11 @@ UNKNOWN = "unknown"
 OFFSET_RUNS = "array<array<bigint>>"
 
 _FIELDS = ("topic", "partition", "ranges", "records", "redelivered", "lock_duration_ms", "accepted", "rejected")
+
+
+def is_share_group() -> Column:
+    """The record is a share group's (``group_type`` "share"): the rebalance tables leave those out (the job)."""
+    return F.coalesce(F.col("group_type") == SHARE, F.lit(False))
 
 
 def share_column() -> Column:
