@@ -32,6 +32,14 @@ from tests.clients.share_processes import DELIVERY_LIMIT, LOCK_MS
 #: The purgatory fires a lock's deadline within a tick of it; generous for a loaded machine.
 LOCK_SLACK_MS = 500
 GENERATED_EVENTS = 6000
+#: Share records the reader must refuse, in a third input: without what the tables need, and of version 1 (share
+#: groups came within version 2).
+REFUSED = [
+    '{"v":2,"seq":1,"ts_ms":1,"run_id":"hand","event":"records_acquired","group_id":"hand","member_id":"m",'
+    '"topic":"t","partition":0,"records":1,"redelivered":0,"lock_duration_ms":30000,"group_type":"share"}',
+    '{"v":1,"seq":2,"ts_ms":2,"run_id":"hand","event":"records_released","group_id":"hand","member_id":"m",'
+    '"topic":"t","partition":0,"cause":"release","offsets":[[0,0]],"records":1}',
+]
 
 
 @dataclass
@@ -54,8 +62,10 @@ def analysed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> A
     scenario = run_scenario(tmp)
     synthetic = tmp / "generated.jsonl"
     generate.generate(synthetic, GENERATED_EVENTS, seed=28, share_groups=3, restarts=1)
+    refused = tmp / "refused.jsonl"
+    refused.write_text("".join(line + "\n" for line in REFUSED), encoding="utf-8")
     out = tmp / "analysis"
-    result = job.run([str(scenario.log), str(synthetic)], str(out), spark=spark)
+    result = job.run([str(scenario.log), str(synthetic), str(refused)], str(out), spark=spark)
     logged = [json.loads(line) for line in scenario.log.read_text().splitlines()]
     generated = [json.loads(line) for line in synthetic.read_text().splitlines()]
     every, flights = rows(spark, out, "share_deliveries"), rows(spark, out, "share_in_flight")
@@ -94,7 +104,10 @@ def acknowledged_in_flight(logged: list[dict[str, Any]]) -> list[int]:
 def test_share_deliveries_agree_with_what_the_consumers_were_given(analysed: Analysed) -> None:
     scenario, given = analysed.scenario, analysed.scenario.deliveries
     counts = {entry["kind"]: entry["count"] for entry in analysed.result.input}
-    assert counts["lines"] == counts["parsed"] == len(analysed.logged) + len(analysed.generated), analysed.result.input
+    assert counts["parsed"] == len(analysed.logged) + len(analysed.generated), analysed.result.input
+    assert (counts["missing_field"], counts["unknown_event"]) == (1, 1), analysed.result.input
+    assert counts["lines"] == counts["parsed"] + len(REFUSED)
+    assert not [r for r in analysed.all_deliveries if r["group_id"] == "hand"]
     assert analysed.result.rows["share_deliveries"] >= 1
     # Its group epochs and member_left are not rebalances or memberships (the job leaves share groups out there).
     assert not any(analysed.elsewhere.values()), analysed.elsewhere

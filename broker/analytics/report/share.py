@@ -26,6 +26,7 @@ TOTALS = (
     "redeliveries_release",
     "redeliveries_lock_expired",
     "redeliveries_session_closed",
+    "redeliveries_unknown",
     "lock_expiries",
     "archived",
     "acknowledged",
@@ -115,16 +116,19 @@ def share_section(report: ShareReport | None) -> str:
         return ""
     e = html.escape
     t = report.totals
+    unknown = ""
+    if t["redeliveries_unknown"]:
+        unknown = f", {_n(t['redeliveries_unknown'])} whose delivery before is not in the log"
     summary = (
         f"{_n(t['deliveries'])} deliveries over {report.partitions:,} share-partitions of {report.groups:,} share "
         f"groups; {_n(t['redeliveries'])} redeliveries ({_n(t['redeliveries_release'])} after a RELEASE, "
         f"{_n(t['redeliveries_lock_expired'])} after a lock expired, {_n(t['redeliveries_session_closed'])} after "
-        f"a session closed), {_n(t['lock_expiries'])} lock expiries, {_n(t['archived'])} records archived at the "
-        f"delivery limit (highest delivery count {_n(report.max_delivery_count)}), {_n(t['in_flight_at_end'])} "
+        f"a session closed{unknown}), {_n(t['lock_expiries'])} lock expiries, {_n(t['archived'])} records archived "
+        f"at the delivery limit (highest delivery count {_n(report.max_delivery_count)}), {_n(t['in_flight_at_end'])} "
         "deliveries still in flight at the end."
     )
     heads = [
-        ("group", False), ("partition", False), ("deliveries", True), ("redeliveries", True),
+        ("group", False), ("run", False), ("partition", False), ("deliveries", True), ("redeliveries", True),
         ("after release / lock expired / session closed", True), ("lock expiries", True), ("archived", True),
         ("max delivery count", True), ("in flight p50", True), ("p95", True), ("max", True),
         ("acknowledged p50", True),
@@ -137,6 +141,7 @@ def share_section(report: ShareReport | None) -> str:
         )
         cells = [
             f"<code>{e(str(row['group_id']))}</code>",
+            f"<code>{e(str(row['run_id'])[:8])}</code>",
             f"<code>{e(str(row['topic']))}:{row['partition']}</code>",
             _n(row["deliveries"]),
             _n(row["redeliveries"]),
