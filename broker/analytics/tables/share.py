@@ -46,12 +46,15 @@ ACKNOWLEDGED = "acknowledged"
 ARCHIVED = "archived"
 OPEN = "open"
 ALL = "all"
-ENDS = (ACKNOWLEDGED, *RELEASE_CAUSES, ARCHIVED)
 #: A redelivery whose previous delivery is not in the log.
 UNKNOWN = "unknown"
 #: ``offsets`` of a release or an archive: ``[first, last]`` runs (raw JSON in the schema: offsets_committed's
 #: field of that name is another shape).
 OFFSET_RUNS = "array<array<bigint>>"
+#: The longest run of offsets one record may name: a share-partition holds at most its in-flight window
+#: (``group.share.partition.max.record.locks``, 2000 by default) in flight, so anything longer is not a record of
+#: the broker's, and exploding it could exhaust an executor. Such a run counts no offset.
+MAX_RUN = 1_000_000
 
 _FIELDS = ("topic", "partition", "ranges", "records", "redelivered", "lock_duration_ms", "accepted", "rejected")
 
@@ -69,9 +72,9 @@ def share_column() -> Column:
 
 
 def _offsets(run: Column) -> Column:
-    """The offsets of a ``[first, last]`` run (empty for a run that is not one)."""
+    """The offsets of a ``[first, last]`` run (empty for a run that is not one, or longer than ``MAX_RUN``)."""
     first, last = run.getItem(0), run.getItem(1)
-    valid = first.isNotNull() & last.isNotNull() & (first <= last)
+    valid = first.isNotNull() & last.isNotNull() & (first <= last) & (last - first < MAX_RUN)
     return F.when(valid, F.sequence(first, last)).otherwise(F.array().cast("array<bigint>"))
 
 
