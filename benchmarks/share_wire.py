@@ -45,9 +45,8 @@ def share_heartbeat_body(
     """ShareGroupHeartbeat v1 (section 2.1): a join carries epoch 0 and the topics; a steady heartbeat the epoch, a
     null rack and null topics (section 12.2); a leave epoch -1."""
     names = b"\x00" if topics is None else array_length(len(topics), True) + b"".join(string(t, True) for t in topics)
-    return b"".join(
-        (string(group_id, True), string(member_id, True), _I32.pack(member_epoch), string(rack_id, True), names, b"\x00")
-    )
+    head = string(group_id, True) + string(member_id, True) + _I32.pack(member_epoch)
+    return head + string(rack_id, True) + names + b"\x00"
 
 
 def _ack_batches(acks: Acks) -> bytes:
@@ -94,7 +93,9 @@ def share_fetch_body(
     return b"".join(out)
 
 
-def share_acknowledge_body(group_id: str, member_id: str, epoch: int, topic_id: bytes, partition: int, acks: Acks) -> bytes:
+def share_acknowledge_body(
+    group_id: str, member_id: str, epoch: int, topic_id: bytes, partition: int, acks: Acks
+) -> bytes:
     """ShareAcknowledge v1 (section 2.4): what a client flushes when it has acknowledgements and nothing to fetch."""
     topic = b"\x02" + topic_id + b"\x02" + _I32.pack(partition) + _ack_batches(acks) + b"\x00\x00"
     return string(group_id, True) + string(member_id, True) + _I32.pack(epoch) + topic + b"\x00"
