@@ -151,6 +151,7 @@ class FetchRun:
     started: float = 0.0
     finished: float = 0.0
     failure: str = ""
+    timed_out: bool = False
 
     def __post_init__(self) -> None:
         count = len(self.member_ids)
@@ -248,6 +249,7 @@ class FetchRun:
         try:
             await asyncio.wait_for(asyncio.shield(self.done), self.options.timeout_s)
         except TimeoutError:
+            self.timed_out = True
             self._fail(
                 f"not done within {self.options.timeout_s:.0f} s: {self.delivered} delivered, {self.acked} acknowledged"
                 f" of {self.options.records}"
@@ -320,6 +322,7 @@ async def share_fetch_run(
     return {
         "ok": not run.failure and run.acked >= settings.records,
         "reason": run.failure,
+        "timed_out": run.timed_out,
         "seconds": seconds,
         "cpu_seconds": cpu,
         "delivered": run.delivered,

@@ -40,13 +40,13 @@ NEEDED = {wire.SHARE_GROUP_HEARTBEAT: 1, wire.SHARE_FETCH: 1, wire.SHARE_ACKNOWL
 class ShareLoad:
     """The share-group knobs of the command line."""
 
-    records: int = 200_000
+    records: int = 500_000
     consumers: int = 3
     batch_records: int = 100
     value_bytes: int = 100
     max_records: int = 500  # MaxRecords = BatchSize = librdkafka's max.poll.records
     max_wait_ms: int = 500  # librdkafka's fetch.wait.max.ms
-    timeout_s: float = 300.0
+    timeout_s: float = 60.0  # for one system to acknowledge every record; past it the rate so far is reported
     kfake: Path | None = None
 
 
@@ -108,8 +108,14 @@ def fetch_scenario(system: System, load: ShareLoad) -> Measurement:
         "generator_cpu_percent": round(100 * result["cpu_seconds"] / max(result["seconds"], 1e-9)),
         "server_cpu_percent": round(100 * server_cpu / max(result["seconds"], 1e-9)),
     }  # fmt: skip
+    mine = system.name == "ours"
+    if result["timed_out"] and result["acknowledged"]:  # what it could do in the time given, said so
+        rate = result["acknowledged"] / result["seconds"]
+        note = (f"partial: {result['acknowledged']:,} of {load.records:,} acknowledged in the {load.timeout_s:.0f} s "
+                f"allowed, {result['fetches']:,} ShareFetches ({result['empty_fetches']:,} empty)")  # fmt: skip
+        return Measurement(rate, note, details, flagged=mine)
     if not result["ok"]:
-        return Measurement(None, f"n/a: {result['reason']}", details, flagged=True)
+        return Measurement(None, f"n/a: {result['reason']}", details, flagged=mine)
     rate = result["acknowledged"] / result["seconds"]
     share = "/".join(f"{n:,}" for n in result["per_member"])
     note = (
