@@ -60,6 +60,7 @@ SCENARIOS = (
     "startup", "heartbeat", "formation", "scale", "cg-heartbeat", "cg-formation", "cg-scale", "durable",
     "share-fetch", "share-heartbeat",
 )  # fmt: skip
+SHARE_ONLY = {"share-fetch", "share-heartbeat"}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -112,6 +113,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--share-value-bytes", type=int, default=100, help="share-fetch: bytes of each record's value")
     add("--share-max-records", type=int, default=500, help="share-fetch: MaxRecords = BatchSize of each ShareFetch")
     add("--share-timeout-s", type=float, default=60, help="share-fetch: time allowed per system (then: partial)")
+    add("--share-systems", default="ours,mock,kfake", help="share scenarios: which of ours, mock, kfake to run")
     args = parser.parse_args(argv)
     unknown = {x.strip() for x in args.only.split(",") if x.strip()} - set(SCENARIOS)
     if unknown:
@@ -364,7 +366,7 @@ def run_share(run: Run, wanted: set[str]) -> None:
     load = ShareLoad(
         records=args.share_records, consumers=args.share_consumers, batch_records=args.share_batch_records,
         value_bytes=args.share_value_bytes, max_records=args.share_max_records, timeout_s=args.share_timeout_s,
-        kfake=args.kfake,
+        kfake=args.kfake, systems=tuple(x.strip() for x in args.share_systems.split(",") if x.strip()),
     )  # fmt: skip
     share_scenarios.run(wanted, load, args.groups, args.members_per_group, run.load, run.guarded, run.record)
     kfake = None if args.kfake is None else str(args.kfake)
@@ -488,7 +490,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     if "startup" in wanted:
         run_startup(run)
-    run_main_scenarios(run, wanted)
+    if wanted - SHARE_ONLY:  # the share scenarios start their own processes (three systems, not two)
+        run_main_scenarios(run, wanted)
     if "scale" in wanted:
         run_scale(run)
     if "cg-scale" in wanted:

@@ -5,7 +5,11 @@ neither). No timing is asserted."""
 from __future__ import annotations
 
 import datetime
+import json
+import os
 import struct
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -178,3 +182,23 @@ def test_share_acknowledge_produce_and_alter_answers_parse_as_kio_writes_them() 
                                                               resource_type=i8(32), resource_name="g")  # fmt: skip
     body = schema(throttle_time=datetime.timedelta(0), responses=(resource,))
     assert share_wire.parse_alter_configs(_answer(wire.INCREMENTAL_ALTER_CONFIGS, 0, body)) == [(0, None)]
+
+
+def test_quick_share_run_measures_ours(tmp_path: Path) -> None:
+    """Both share scenarios at tiny sizes against ours alone (CI has neither the mock's share groups in every
+    librdkafka nor a kfake binary): every record delivered and acknowledged, heartbeats answered without error."""
+    out = tmp_path / "share.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "share-fetch,share-heartbeat", "--share-systems",
+         "ours", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180, env={**os.environ, "KFAKE": ""},
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    document = json.loads(out.read_text())
+    fetch, beats = document["results"]["share_fetch"]["ours"], document["results"]["share_heartbeat"]["ours"]
+    assert fetch["value"] > 0 and not fetch["flagged"], fetch
+    assert fetch["details"]["acknowledged"] == fetch["details"]["records"] == 2000, fetch["details"]
+    assert fetch["details"]["redelivered"] == 0 and fetch["details"]["ack_errors"] == {}
+    assert beats["value"] > 0 and not beats["flagged"] and beats["details"]["members"] == 6, beats
+    assert set(document["results"]) == {"share_fetch", "share_heartbeat"}
+    assert "share records/s vs the faster of mock and kfake" in completed.stdout
