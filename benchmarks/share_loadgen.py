@@ -316,6 +316,9 @@ async def share_fetch_run(
     await run.run()
     cpu = time.process_time() - cpu
     bad_heartbeats = await alive
+    # Leave (epoch -1, section 4.2), untimed, so that the next round's members find no one else in the group.
+    leaves = [c.send(_heartbeat(group_id, m, -1)) for c, m in zip(coordinator, joined.member_ids, strict=True)]
+    await asyncio.wait(leaves, timeout=10)
     for client in (*coordinator, *leader):
         client.close()
     seconds = run.finished - run.started

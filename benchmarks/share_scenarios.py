@@ -4,12 +4,12 @@ Three systems, each in a fresh process per scenario: ours, librdkafka's mock clu
 kfake binary is given: ``--kfake PATH`` or the ``KFAKE`` environment variable). The members are those of
 benchmarks/share_loadgen.py.
 
-* ``share_fetch``: records/s delivered and acknowledged to ``consumers`` share consumers of one partition. The
-  records are produced first (Produce v7, ``batch_records`` records of ``value_bytes`` bytes per batch), the
-  consumers join, the group is told to start at the earliest offset (IncrementalAlterConfigs GROUP
-  ``share.auto.offset.reset=earliest`` on ours and kfake; the mock has no group configs, so its cluster-wide
-  ``rd_kafka_mock_sharegroup_set_auto_offset_reset``), then the clock runs from the first ShareFetch to the answer
-  that completes the acknowledgement of every record.
+* ``share_fetch``: records/s delivered and acknowledged to ``consumers`` share consumers of one partition, in
+  rounds (``fetch_scenario``). Each round's records are produced first (Produce v7, ``batch_records`` records of
+  ``value_bytes`` bytes per batch), the consumers join, the group starts at the earliest offset
+  (IncrementalAlterConfigs GROUP ``share.auto.offset.reset=earliest`` on ours and kfake; the mock has no group
+  configs, so its cluster-wide ``rd_kafka_mock_sharegroup_set_auto_offset_reset``), then the clock runs from the
+  first ShareFetch to the answer that completes the acknowledgement of every record of the round.
 * ``share_heartbeat``: steady ShareGroupHeartbeats/s of ``groups`` x ``members_per_group`` settled members, with the
   classic scenario's load (connections, window, refill, seconds).
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,8 @@ NEEDED = {wire.SHARE_GROUP_HEARTBEAT: 1, wire.SHARE_FETCH: 1, wire.SHARE_ACKNOWL
 class ShareLoad:
     """The share-group knobs of the command line."""
 
-    records: int = 500_000
+    records: int = 400_000
+    round_records: int = 40_000  # produced, then consumed, per round (the mock keeps 5 MB of a partition)
     consumers: int = 3
     batch_records: int = 100
     value_bytes: int = 100
@@ -62,11 +63,11 @@ def unserved(system: System) -> str | None:
     return f"{system.name} does not advertise {', '.join(missing)}" if missing else None
 
 
-def produce(system: System, topic: str, load: ShareLoad, in_flight: int = 32) -> int:
-    """``load.records`` records into partition 0 of ``topic``, ``load.batch_records`` to a batch, one batch per
-    Produce (Kafka's v3+ rule: exactly one batch per partition), ``in_flight`` requests written at a time."""
+def produce(system: System, topic: str, load: ShareLoad, count: int, in_flight: int = 32) -> int:
+    """``count`` records into partition 0 of ``topic``, ``load.batch_records`` to a batch, one batch per Produce
+    (Kafka's v3+ rule: exactly one batch per partition), ``in_flight`` requests written at a time."""
     batch = share_wire.record_batch(load.batch_records, load.value_bytes)
-    full, rest = divmod(load.records, load.batch_records)
+    full, rest = divmod(count, load.batch_records)
     batches = [batch] * full + ([share_wire.record_batch(rest, load.value_bytes)] if rest else [])
     with socket.create_connection((system.host, system.port), timeout=30) as sock:
         for start in range(0, len(batches), in_flight):
@@ -78,56 +79,86 @@ def produce(system: System, topic: str, load: ShareLoad, in_flight: int = 32) ->
                 for code, _ in share_wire.parse_produce(read_answer(sock)):
                     if code:
                         raise RuntimeError(f"Produce to {topic} answered error {code}")
-    return load.records
+    return count
+
+
+_SUMMED = ("seconds", "cpu_seconds", "delivered", "redelivered", "acknowledged", "fetches", "empty_fetches",
+           "acknowledges", "keep_alive_errors", "join_rejoins")  # fmt: skip
 
 
 def fetch_scenario(system: System, load: ShareLoad) -> Measurement:
+    """Rounds of ``load.round_records`` records each until ``load.records``: produce (untimed), then consumers join
+    the group and (timed) fetch and acknowledge every one of them, then leave. Rounds, because librdkafka 2.16's mock
+    keeps 5 MB of each partition (``rd_kafka_mock_partition`` ``max_size``): records produced beyond that are gone
+    before anyone fetches them. The group, its share-partition and its SPSO persist from round to round."""
     reason = unserved(system)
     if reason is not None:
         return Measurement(None, f"n/a: {reason}", flagged=system.name == "ours")
     tag = run_id()
     topic, group = f"share-bench-{tag}", f"sg-bench-{tag}"
     system.create_topic(topic, 1)
-    produce(system, topic, load)
     if isinstance(system, Mock):
         answer = system.command("share-reset 1")
         if answer != "ok":
             return Measurement(None, f"n/a: the mock cannot start share groups at the earliest offset: {answer}")
-    options = {k: v for k, v in asdict(load).items() if k in ("records", "max_records", "max_wait_ms", "timeout_s")}
-    options["batch_size"] = load.max_records
-    job = {
-        "host": system.host, "port": system.port, "group_id": group, "topic": topic, "consumers": load.consumers,
-        "options": options, "set_earliest": not isinstance(system, Mock), "exact": not isinstance(system, Mock),
-    }  # fmt: skip
-    system.wait_idle()
-    server_cpu = system.cpu_seconds()
-    result = run_jobs(FETCH, [job], timeout_s=load.timeout_s + 120)[0]
-    server_cpu = system.cpu_seconds() - server_cpu
-    details = {k: v for k, v in result.items() if k != "ok"} | {
-        "records": load.records, "batch_records": load.batch_records, "value_bytes": load.value_bytes,
-        "consumers": load.consumers, "max_records": load.max_records,
-        "generator_cpu_percent": round(100 * result["cpu_seconds"] / max(result["seconds"], 1e-9)),
-        "server_cpu_percent": round(100 * server_cpu / max(result["seconds"], 1e-9)),
+    totals: dict[str, Any] = dict.fromkeys(_SUMMED, 0)
+    totals |= {"rounds": [], "per_member": [0] * load.consumers, "ack_errors": {}, "timed_out": False}
+    server_cpu = 0.0
+    left, first = load.records, True
+    while left > 0 and not totals["timed_out"]:
+        count = produce(system, topic, load, min(load.round_records, left))
+        left -= count
+        options = {"records": count, "max_records": load.max_records, "batch_size": load.max_records,
+                   "max_wait_ms": load.max_wait_ms, "timeout_s": max(load.timeout_s - totals["seconds"], 1.0)}
+        job = {
+            "host": system.host, "port": system.port, "group_id": group, "topic": topic, "consumers": load.consumers,
+            "options": options, "set_earliest": first and not isinstance(system, Mock),
+            "exact": not isinstance(system, Mock),
+        }  # fmt: skip
+        first = False
+        system.wait_idle()
+        cpu = system.cpu_seconds()
+        result = run_jobs(FETCH, [job], timeout_s=load.timeout_s + 120)[0]
+        server_cpu += system.cpu_seconds() - cpu
+        for key in _SUMMED:
+            totals[key] += result[key]
+        totals["per_member"] = [a + b for a, b in zip(totals["per_member"], result["per_member"], strict=True)]
+        for code, n in result["ack_errors"].items():
+            totals["ack_errors"][code] = totals["ack_errors"].get(code, 0) + n
+        totals["rounds"].append({
+            "records": count, "seconds": round(result["seconds"], 4), "ok": result["ok"], "reason": result["reason"],
+            "assigned_members": result["assigned_members"],
+        })  # fmt: skip
+        totals["timed_out"] = result["timed_out"]
+        if not result["ok"] and not result["timed_out"]:
+            return Measurement(None, f"n/a: round {len(totals['rounds'])}: {result['reason']}", totals, flagged=True)
+    seconds = max(totals["seconds"], 1e-9)
+    details = totals | {
+        "records": load.records, "round_records": load.round_records, "batch_records": load.batch_records,
+        "value_bytes": load.value_bytes, "consumers": load.consumers, "max_records": load.max_records,
+        "generator_cpu_percent": round(100 * totals["cpu_seconds"] / seconds),
+        "server_cpu_percent": round(100 * server_cpu / seconds),
+        "server_cpu_us_per_record": round(1e6 * server_cpu / max(totals["acknowledged"], 1), 3),
     }  # fmt: skip
     mine = system.name == "ours"
-    if result["timed_out"] and result["acknowledged"]:  # what it could do in the time given, said so
-        rate = result["acknowledged"] / result["seconds"]
-        note = (f"partial: {result['acknowledged']:,} of {load.records:,} acknowledged in the {load.timeout_s:.0f} s "
-                f"allowed, {result['fetches']:,} ShareFetches ({result['empty_fetches']:,} empty)")  # fmt: skip
+    rate = totals["acknowledged"] / seconds
+    rounds = len(totals["rounds"])
+    assigned = min(r["assigned_members"] for r in totals["rounds"])
+    if totals["timed_out"]:  # what it could do in the time given, said so
+        note = (f"partial: {totals['acknowledged']:,} of {load.records:,} acknowledged in the {load.timeout_s:.0f} s "
+                f"allowed ({rounds} rounds), {totals['fetches']:,} ShareFetches ({totals['empty_fetches']:,} empty); "
+                f"{assigned} of {load.consumers} assigned the partition")  # fmt: skip
         return Measurement(rate, note, details, flagged=mine)
-    if not result["ok"]:
-        return Measurement(None, f"n/a: {result['reason']}", details, flagged=mine)
-    rate = result["acknowledged"] / result["seconds"]
-    share = "/".join(f"{n:,}" for n in result["per_member"])
+    share = "/".join(f"{n:,}" for n in totals["per_member"])
     note = (
         f"{load.consumers} consumers, 1 partition, {load.records:,} x {load.value_bytes} B in batches of "
-        f"{load.batch_records}; {result['fetches']:,} ShareFetches ({result['empty_fetches']} empty), "
-        f"delivered {share}; {result['assigned_members']} of {load.consumers} assigned the partition"
+        f"{load.batch_records}, {rounds} rounds; {totals['fetches']:,} ShareFetches ({totals['empty_fetches']} empty),"
+        f" delivered {share}; {assigned} of {load.consumers} assigned the partition"
     )
-    flagged = bool(result["redelivered"] or result["ack_errors"] or result["keep_alive_errors"])
+    flagged = bool(totals["redelivered"] or totals["ack_errors"] or totals["keep_alive_errors"])
     if flagged:
-        note += (f"; FLAGGED: {result['redelivered']} redelivered, acknowledgement errors {result['ack_errors']}, "
-                 f"{result['keep_alive_errors']} heartbeat errors")  # fmt: skip
+        note += (f"; FLAGGED: {totals['redelivered']} redelivered, acknowledgement errors {totals['ack_errors']}, "
+                 f"{totals['keep_alive_errors']} heartbeat errors")  # fmt: skip
     return Measurement(rate, note, details, flagged)
 
 
