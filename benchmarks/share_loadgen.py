@@ -157,6 +157,7 @@ class FetchRun:
         count = len(self.member_ids)
         self.epochs, self.pending, self.per_member = [0] * count, [[] for _ in range(count)], [0] * count
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.outstanding: set[asyncio.Future[bytes]] = set()
 
     def start(self) -> None:
         self.started = time.perf_counter()
@@ -187,7 +188,10 @@ class FetchRun:
             )  # fmt: skip
             frame = wire.frame(FETCH, 1, 1, CLIENT_ID, body)
             self.fetches += 1
-        self.clients[i].send(frame).add_done_callback(partial(self._on_answer, i, acknowledge, acks))
+        future = self.clients[i].send(frame)
+        self.outstanding.add(future)
+        future.add_done_callback(self.outstanding.discard)
+        future.add_done_callback(partial(self._on_answer, i, acknowledge, acks))
 
     def _fail(self, reason: str) -> None:
         if not self.done.done():
@@ -316,6 +320,10 @@ async def share_fetch_run(
     await run.run()
     cpu = time.process_time() - cpu
     bad_heartbeats = await alive
+    # Fetches still parked (long polls) are answered before the members go: one that acquired the next round's
+    # records while its connection closed would release them, and they would come back as redeliveries.
+    if run.outstanding:
+        await asyncio.wait(set(run.outstanding), timeout=settings.max_wait_ms / 1000 + 5)
     # Leave (epoch -1, section 4.2), untimed, so that the next round's members find no one else in the group.
     leaves = [c.send(_heartbeat(group_id, m, -1)) for c, m in zip(coordinator, joined.member_ids, strict=True)]
     await asyncio.wait(leaves, timeout=10)
