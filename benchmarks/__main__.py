@@ -54,6 +54,7 @@ QUICK = {
     "durable_groups": 20,
     "share_records": 2000,
     "share_round_records": 1000,
+    "share_mock_round_records": 1000,
     "share_timeout_s": 20.0,
 }
 
@@ -109,7 +110,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     # KIP-932 share groups (README "Share groups"): ours, the mock and kfake; the heartbeat load is the classic one.
     add("--kfake", type=Path, default=os.environ.get("KFAKE") or None, help="a kfake binary (env KFAKE; README)")
     add("--share-records", type=int, default=400_000, help="share-fetch: records produced, then all acknowledged")
-    add("--share-round-records", type=int, default=40_000, help="share-fetch: records produced then consumed per round")
+    add("--share-round-records", type=int, default=0, help="share-fetch: records per round (0: all in one)")
+    add("--share-mock-round-records", type=int, default=40_000, help="share-fetch: the mock's rounds (it keeps 5 MB)")
     add("--share-consumers", type=int, default=3, help="share-fetch: share consumers of the one partition")
     add("--share-batch-records", type=int, default=100, help="share-fetch: records per produced batch")
     add("--share-value-bytes", type=int, default=100, help="share-fetch: bytes of each record's value")
@@ -366,7 +368,8 @@ def run_share(run: Run, wanted: set[str]) -> None:
     """Issue 28's figures: ours, the mock and kfake, a fresh process of each per scenario."""
     args = run.args
     load = ShareLoad(
-        records=args.share_records, round_records=args.share_round_records, consumers=args.share_consumers,
+        records=args.share_records, round_records=args.share_round_records,
+        mock_round_records=args.share_mock_round_records, consumers=args.share_consumers,
         batch_records=args.share_batch_records,
         value_bytes=args.share_value_bytes, max_records=args.share_max_records, timeout_s=args.share_timeout_s,
         kfake=args.kfake, systems=tuple(x.strip() for x in args.share_systems.split(",") if x.strip()),

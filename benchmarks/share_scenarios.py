@@ -41,7 +41,8 @@ class ShareLoad:
     """The share-group knobs of the command line."""
 
     records: int = 400_000
-    round_records: int = 40_000  # produced, then consumed, per round (the mock keeps 5 MB of a partition)
+    round_records: int = 0  # produced, then consumed, per round; 0: all in one round
+    mock_round_records: int = 40_000  # the mock's rounds: it keeps 5 MB of a partition
     consumers: int = 3
     batch_records: int = 100
     value_bytes: int = 100
@@ -87,10 +88,13 @@ _SUMMED = ("seconds", "cpu_seconds", "delivered", "redelivered", "acknowledged",
 
 
 def fetch_scenario(system: System, load: ShareLoad) -> Measurement:
-    """Rounds of ``load.round_records`` records each until ``load.records``: produce (untimed), then consumers join
-    the group and (timed) fetch and acknowledge every one of them, then leave. Rounds, because librdkafka 2.16's mock
-    keeps 5 MB of each partition (``rd_kafka_mock_partition`` ``max_size``): records produced beyond that are gone
-    before anyone fetches them. The group, its share-partition and its SPSO persist from round to round."""
+    """Rounds until ``load.records``: produce (untimed), then consumers join the group and (timed) fetch and
+    acknowledge every record of the round, then leave. One round (``load.round_records`` 0) but on the mock, whose
+    rounds are ``load.mock_round_records``: librdkafka 2.16's mock keeps 5 MB of each partition
+    (``rd_kafka_mock_partition`` ``max_size``), so records produced beyond that are gone before anyone fetches them.
+    The group, its share-partition and its SPSO persist from round to round. Rounds cost the faster systems: the end
+    of each round waits for a member whose last fetch found nothing and long-polls (MaxWaitMs) with its
+    acknowledgements on board."""
     reason = unserved(system)
     if reason is not None:
         return Measurement(None, f"n/a: {reason}", flagged=system.name == "ours")
@@ -105,8 +109,9 @@ def fetch_scenario(system: System, load: ShareLoad) -> Measurement:
     totals |= {"rounds": [], "per_member": [0] * load.consumers, "ack_errors": {}, "timed_out": False}
     server_cpu = 0.0
     left, first = load.records, True
+    per_round = (load.mock_round_records if isinstance(system, Mock) else load.round_records) or load.records
     while left > 0 and not totals["timed_out"]:
-        count = produce(system, topic, load, min(load.round_records, left))
+        count = produce(system, topic, load, min(per_round, left))
         left -= count
         options = {"records": count, "max_records": load.max_records, "batch_size": load.max_records,
                    "max_wait_ms": load.max_wait_ms, "timeout_s": max(load.timeout_s - totals["seconds"], 1.0)}
@@ -134,7 +139,7 @@ def fetch_scenario(system: System, load: ShareLoad) -> Measurement:
             return Measurement(None, f"n/a: round {len(totals['rounds'])}: {result['reason']}", totals, flagged=True)
     seconds = max(totals["seconds"], 1e-9)
     details = totals | {
-        "records": load.records, "round_records": load.round_records, "batch_records": load.batch_records,
+        "records": load.records, "round_records": per_round, "batch_records": load.batch_records,
         "value_bytes": load.value_bytes, "consumers": load.consumers, "max_records": load.max_records,
         "generator_cpu_percent": round(100 * totals["cpu_seconds"] / seconds),
         "server_cpu_percent": round(100 * server_cpu / seconds),
