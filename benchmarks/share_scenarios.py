@@ -157,8 +157,8 @@ def fetch_scenario(system: System, load: ShareLoad) -> Measurement:
     share = "/".join(f"{n:,}" for n in totals["per_member"])
     note = (
         f"{load.consumers} consumers, 1 partition, {load.records:,} x {load.value_bytes} B in batches of "
-        f"{load.batch_records}, {rounds} rounds; {totals['fetches']:,} ShareFetches ({totals['empty_fetches']} empty),"
-        f" delivered {share}; {assigned} of {load.consumers} assigned the partition"
+        f"{load.batch_records}, {rounds} round{'s' if rounds > 1 else ''}; {totals['fetches']:,} ShareFetches "
+        f"({totals['empty_fetches']} empty), delivered {share}; {assigned} of {load.consumers} assigned the partition"
     )
     flagged = bool(totals["redelivered"] or totals["ack_errors"] or totals["keep_alive_errors"])
     if flagged:
