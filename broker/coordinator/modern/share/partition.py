@@ -349,12 +349,17 @@ class SharePartition:
         for first, last, batch in plan:
             types = batch.types
             if len(types) == 1 and types[0] == AcknowledgeType.ACCEPT:  # the common case, one type for the range
+                change.accepted += last - first + 1
+                if first == self.start_offset:  # in order: finished and at the SPSO, so gone at once (section 6.7)
+                    for offset in range(first, last + 1):
+                        del records[offset]
+                    self.start_offset = last + 1
+                    continue
                 for offset in range(first, last + 1):
                     record = records[offset]  # ACQUIRED (checked above): what _finish does to it
                     record.state = RecordState.ACKNOWLEDGED
                     record.member_id = None
                     record.lock = None
-                change.accepted += last - first + 1
                 continue
             for offset in range(first, last + 1):
                 record = records[offset]
