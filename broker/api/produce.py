@@ -9,10 +9,11 @@ InitProducerId with a transactional id goes to the coordinator (2.4).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i32, i64
 
 from broker.api.base import (
@@ -41,27 +42,41 @@ from broker.transactions.messages import AddPartitionsRequest, InitProducerIdReq
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
+if TYPE_CHECKING:
+    from broker.cluster.routing import NodeRoute
+
 log = structlog.get_logger("produce")
 
 _VALID_ACKS = (-1, 0, 1)
 _FIRST_ZSTD_VERSION = 7  # KIP-110
+_FIRST_CURRENT_LEADER_VERSION = 10  # KIP-951: CurrentLeader and NodeEndpoints, tagged
 _FIRST_ABORTABLE_VERSION = 11  # Produce v11 may answer TRANSACTION_ABORTABLE (transactions spec 4.3)
 _MAGIC_AT, _ATTRIBUTES_AT = 16, 21  # in a record batch's header
 _UNAUTHORIZED = ErrorCode.transactional_id_authorization_failed
 
 
 class _Outcome:
-    __slots__ = ("base_offset", "error", "log_start_offset", "message")
+    __slots__ = ("base_offset", "error", "leader", "log_start_offset", "message")
 
-    def __init__(self, error: ErrorCode, base_offset: int = -1, log_start_offset: int = -1, message: str | None = None):
+    def __init__(
+        self,
+        error: ErrorCode,
+        base_offset: int = -1,
+        log_start_offset: int = -1,
+        message: str | None = None,
+        leader: tuple[int, int] | None = None,
+    ):
         self.error = error
         self.base_offset = base_offset
         self.log_start_offset = log_start_offset
         self.message = message
+        # (leader id, epoch) of a NOT_LEADER_OR_FOLLOWER answer on several nodes: v10+'s CurrentLeader (KIP-951).
+        self.leader = leader
 
 
 def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
     acks = body.acks
+    route = ctx.route  # None on one node: it leads every partition
     # One for the whole request: what its compressed batches may decompress to together (records.InflationBudget),
     # from the broker's message.max.bytes, which a client cannot raise (a topic's max.message.bytes it can).
     budget = InflationBudget(ctx.topics.defaults.max_message_bytes)
@@ -110,7 +125,9 @@ def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
             answered = [
                 (
                     partition,
-                    entry if isinstance(entry, _Outcome) else _append(ctx, call, entry, acks, budget, transactional_id),
+                    entry
+                    if isinstance(entry, _Outcome)
+                    else _append(ctx, call, entry, acks, budget, transactional_id, route),
                 )
                 for partition, entry in checked
             ]
@@ -122,7 +139,7 @@ def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
             topic, partition, outcome = failed[0]
             return CloseConnection(f"acks=0 produce to {topic}-{partition} failed with {outcome.error.name}")
         return NO_RESPONSE
-    return _response(call.api_version, outcomes)
+    return _response(call.api_version, outcomes, route)
 
 
 class _Shaped:
@@ -174,12 +191,19 @@ def _append(
     acks: int,
     budget: InflationBudget,
     transactional_id: str | None = None,
+    route: NodeRoute | None = None,
 ) -> _Outcome:
-    """One partition past steps 2 and 3: acks, the batch's own checks, verification (step 4), the log's checks."""
+    """One partition past steps 2 and 3: acks, leadership, the batch's own checks, verification (step 4), the
+    log's checks."""
     topic, partition, partition_log, header = shaped.topic, shaped.partition, shaped.log, shaped.header
     try:
         if acks not in _VALID_ACKS:
             return _Outcome(ErrorCode.invalid_required_acks)
+        if route is not None:
+            not_led = _leader_refusal(route, topic, partition, acks)
+            if not_led is not None:
+                _refused(call, topic.name, partition, not_led.error, not_led.message or not_led.error.name)
+                return not_led
         index = validate_client_batch(header, shaped.batch, topic.max_message_bytes, budget)
         if header.is_transactional and not partition_log.has_ongoing_transaction(header.producer_id):
             # Only a partition's first batch of a transaction is verified (transactions spec 4.3).
@@ -195,6 +219,24 @@ def _append(
         return _Outcome(ErrorCode.kafka_storage_error, message=str(error))
     ctx.fetches.appended(partition_log)
     return _Outcome(ErrorCode.none, base_offset, partition_log.log_start_offset)
+
+
+def _leader_refusal(route: NodeRoute, topic: Topic, partition: int, acks: int) -> _Outcome | None:
+    """Several nodes: ReplicaManager.appendToLocalLog's getPartitionOrException (NOT_LEADER_OR_FOLLOWER at a
+    node that does not lead it, with the leader it knows), then Partition.appendRecordsToLeader's acks=all check
+    of the ISR against min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing appended)."""
+    error = route.partition_error(topic.name, partition)
+    if error is not None:
+        return _Outcome(error, message=error_message(error), leader=route.current_leader(topic.name, partition))
+    if acks == -1:
+        in_sync, required = route.in_sync(topic.name, partition), topic.min_insync_replicas
+        if in_sync < required:
+            return _Outcome(
+                ErrorCode.not_enough_replicas,
+                message=f"The size of the current ISR {in_sync} is insufficient to satisfy the min.isr requirement "
+                f"of {required} for partition {topic.name}-{partition}",
+            )
+    return None
 
 
 def _is_transactional(records: bytes | None) -> bool:
@@ -242,13 +284,20 @@ def _refused(call: Call, topic: str, partition: int, error: ErrorCode, reason: s
     )
 
 
-def _response(version: int, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]]) -> Any:
+def _response(
+    version: int, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]], route: NodeRoute | None = None
+) -> Any:
     cls = response_schema(ApiKey.PRODUCE, version)
     topic_cls = nested(cls, "TopicProduceResponse")
     partition_cls = nested(cls, "PartitionProduceResponse")
+    leaders: dict[tuple[str, int], Any] = {}
+    top: dict[str, Any] = {}
+    if route is not None and version >= _FIRST_CURRENT_LEADER_VERSION:
+        leaders, top = _current_leaders(cls, outcomes, route)
     return build(
         cls,
         throttle_time=NO_THROTTLE,
+        **top,
         responses=tuple(
             build(
                 topic_cls,
@@ -263,6 +312,7 @@ def _response(version: int, outcomes: list[tuple[str, list[tuple[int, _Outcome]]
                         log_start_offset=i64(outcome.log_start_offset),
                         record_errors=(),
                         error_message=outcome.message,
+                        **({"current_leader": leaders[(name, partition)]} if (name, partition) in leaders else {}),
                     )
                     for partition, outcome in partitions
                 ),
@@ -270,6 +320,31 @@ def _response(version: int, outcomes: list[tuple[str, list[tuple[int, _Outcome]]
             for name, partitions in outcomes
         ),
     )
+
+
+def _current_leaders(
+    cls: Any, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]], route: NodeRoute
+) -> tuple[dict[tuple[str, int], Any], dict[str, Any]]:
+    """KIP-951 for v10+ (KafkaApis.handleProduceRequest): each NOT_LEADER_OR_FOLLOWER partition's CurrentLeader,
+    and the response's NodeEndpoints of those leaders."""
+    leader_cls = nested(cls, "LeaderIdAndEpoch")
+    current: dict[tuple[str, int], Any] = {}
+    leaders: set[int] = set()
+    for name, partitions in outcomes:
+        for partition, outcome in partitions:
+            if outcome.leader is not None:
+                leader, epoch = outcome.leader
+                current[(name, partition)] = leader_cls(leader_id=BrokerId(leader), leader_epoch=i32(epoch))
+                if leader >= 0:
+                    leaders.add(leader)
+    if not leaders:
+        return current, {}
+    endpoint_cls = nested(cls, "NodeEndpoint")
+    endpoints = tuple(
+        endpoint_cls(node_id=BrokerId(node), host=host, port=i32(port), rack=None)
+        for node, host, port in route.leader_endpoints(leaders)
+    )
+    return current, {"node_endpoints": endpoints}
 
 
 def init_producer_id(ctx: ApiContext, call: Call, body: Any) -> Any:

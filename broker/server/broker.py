@@ -415,9 +415,10 @@ class BrokerServer:
         """The nodes of this process and the verbs on them (server/nodes.py), with the cluster layout."""
         if self._nodes is None:
             from broker.cluster.layout import ClusterLayout
-            from broker.server.nodes import NodeSet
+            from broker.server.nodes import NodeSet, PartitionLogs
 
             settings = self.settings
+            logs = PartitionLogs(self.topics)
             cluster = settings.cluster
             layout = ClusterLayout(
                 [settings.node_id + index for index in range(cluster.nodes)],
@@ -425,17 +426,14 @@ class BrokerServer:
                 transaction_partitions=cluster.transaction_state_log_num_partitions,
                 replication_factor=cluster.default_replication_factor or None,
                 topics=lambda: [(topic.name, topic.partitions) for topic in self.topics.all()],
-                log_end=self._log_end,
+                log_end=logs.end,
+                on_elect=logs.stamp,
+                log_epochs=logs.epochs,
             )
             self._nodes = NodeSet(
                 layout, self.events, lambda: self.connections, self.clock.now_ms, cluster.coordinator_load_delay_ms
             )
         return self._nodes
-
-    def _log_end(self, name: str, partition: int) -> int:
-        topic = self.topics.get(name)
-        log = topic.log(partition) if topic is not None else None
-        return log.next_offset if log is not None else 0
 
     def _partition_count(self, name: str) -> int | None:
         topic = self.topics.get(name)

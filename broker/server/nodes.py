@@ -24,10 +24,37 @@ if TYPE_CHECKING:
     from broker.events.hub import GroupEvents
     from broker.server.acceptor import Acceptor
     from broker.server.host import OpenConnection
+    from broker.storage.partition_log import PartitionLog
+    from broker.storage.topics import TopicRegistry
 
 __all__ = ["LastRunningNode", "NodeSet", "UnknownNode"]
 
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+
+
+class PartitionLogs:
+    """What the layout asks of the shared store: a partition's log end (the start of a new epoch), the epochs a
+    recovered log carries, and the stamp of a new leader's epoch on the log it appends to (Partition.makeLeader)."""
+
+    def __init__(self, topics: TopicRegistry) -> None:
+        self._topics = topics
+
+    def _log(self, name: str, partition: int) -> PartitionLog | None:
+        topic = self._topics.get(name)
+        return topic.log(partition) if topic is not None else None
+
+    def end(self, name: str, partition: int) -> int:
+        log = self._log(name, partition)
+        return log.next_offset if log is not None else 0
+
+    def epochs(self, name: str, partition: int) -> list[tuple[int, int]]:
+        log = self._log(name, partition)
+        return log.epoch_starts() if log is not None else []
+
+    def stamp(self, name: str, partition: int, epoch: int) -> None:
+        log = self._log(name, partition)
+        if log is not None:
+            log.leader_epoch = epoch
 
 
 @dataclass
