@@ -97,11 +97,15 @@ class NodeSet:
         if self.layout.running() == [node_id]:
             raise LastRunningNode(f"node {node_id} is the last running node")
         if mode == "kill":
-            self._drop(node, abort=True)
+            closing = self._drop(node, abort=True)
         moves = self.layout.stop(node_id)
         self._moved(moves, cause="node_stopped")
         if mode != "kill":
-            self._drop(node, abort=False)
+            closing = self._drop(node, abort=False)
+        # The listening sockets are closed, not only no longer accepted from: a client connecting to a stopped node
+        # is refused (a broker that is down), and a start binds the same port again.
+        for acceptor in closing:
+            await acceptor.wait_closed()
         self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
         return {
             "node_id": node_id,
@@ -159,8 +163,9 @@ class NodeSet:
                  "load_delay_ms": self.load_delay_ms, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
             )  # fmt: skip
 
-    def _drop(self, node: Node, *, abort: bool) -> None:
-        for acceptor in node.acceptors:
+    def _drop(self, node: Node, *, abort: bool) -> list[Acceptor]:
+        closing = list(node.acceptors)
+        for acceptor in closing:
             acceptor.close()
         node.acceptors.clear()
         for connection in list(self._connections()):
@@ -169,6 +174,7 @@ class NodeSet:
                     connection.abort()
                 else:
                     connection.hang_up()
+        return closing
 
     def _node(self, node_id: int) -> Node:
         node = self.nodes.get(node_id)
