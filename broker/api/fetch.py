@@ -103,7 +103,9 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
     answer = _responder(cls, version, requested, body.max_bytes, read_committed, ctx.topics, route)
     reads = [r for _, _, rs in requested for r in rs]
     max_wait_ms = millis(body.max_wait)
-    failed = any(r.error is not ErrorCode.none or r.diverging is not None for r in reads)
+    failed = any(r.error is not ErrorCode.none for r in reads)
+    if route is not None and not failed:
+        failed = any(r.diverging is not None for r in reads)  # a divergence is answered at once, as an error
     # A read_committed fetch counts only what lies below the LSO, so it wakes when a marker moves the LSO
     # (transactions.md 4.6: the marker append calls DelayedFetches.appended, as a data append does).
     positions = [FetchPosition(r.log, r.offset, r.max_bytes, read_committed) for r in reads if r.log is not None]
@@ -172,15 +174,20 @@ def _responder(
                     or topic.log(read.partition) is not log
                 ):
                     error = ErrorCode.unknown_topic_or_partition  # deleted while the fetch was parked
+                if error is ErrorCode.none and route is not None and topic is not None:
+                    # The leader moved while the fetch was parked (DelayedFetch.tryComplete: NOT_LEADER_OR_FOLLOWER).
+                    if not route.leads(topic.name, read.partition):
+                        error = ErrorCode.not_leader_or_follower
+                        read.leader = route.current_leader(topic.name, read.partition)
                 if error is ErrorCode.none and log is not None and not _in_range(log, read.offset):
                     error = ErrorCode.offset_out_of_range  # retention moved the log start past a parked fetch
                 if error is not ErrorCode.none or log is None:
                     answered = _partition(partition_cls, read.partition, error, -1, -1, -1, no_aborted, b"")
-                    if leader_cls is not None and read.leader is not None and error is read.error:
+                    if leader_cls is not None and read.leader is not None:
                         answered = _with_leader(answered, leader_cls, read.leader, leaders)
                     partitions.append(answered)
                     continue
-                if read.diverging is not None and leader_cls is not None:
+                if leader_cls is not None and read.diverging is not None:
                     # Partition.fetchRecords: the divergence point and the offsets, no records.
                     epoch, end_offset = read.diverging
                     diverged = _partition(

@@ -7,8 +7,10 @@ epoch the partition had, even before a record exists in the new epoch.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -363,3 +365,59 @@ async def test_delete_topics_forgets_the_leaderships(nodes: Nodes) -> None:
     assert deleted.responses[0].error_code is E.none
     assert (await client.call(create_topic("again", 1, 1))).topics[0].error_code is E.none
     assert nodes.epoch(0, "again") == 0 and len(nodes.server.nodes.layout.leadership("again", 0).replicas) == 1
+
+
+async def test_a_parked_fetch_hears_of_a_leader_move(nodes: Nodes) -> None:
+    """DelayedFetch: a fetch parked at the leader answers NOT_LEADER_OR_FOLLOWER when it completes elsewhere."""
+    leader = await nodes.to(nodes.leader(0))
+    waiting = asyncio.ensure_future(
+        leader.call(fetch_request(12, [(TOPIC, [fetch_partition(12, 0, 0)])], max_wait_ms=300))
+    )
+    await asyncio.sleep(0.05)
+    moved = nodes.server.nodes.move_leader(TOPIC, 0, nodes.follower(0))
+    answer = (await waiting).responses[0].partitions[0]
+    assert answer.error_code is E.not_leader_or_follower
+    assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (moved.leader, 1)
+
+
+async def test_one_node_answers_offset_for_leader_epoch_from_epoch_0(server: BrokerServer) -> None:
+    """Unlisted on one node, but answered as a one-entry epoch cache would: epoch 0 from offset 0."""
+    client = await WireClient.connect(server.port)
+    try:
+        await produce_to(client, 0, 2)
+        assert await end_offsets(client, 0, 0, 1, -1) == [(E.none, 0, 2), (E.none, -1, -1), (E.none, -1, -1)]
+        assert (await end_offsets(client, 0, 0, current=1))[0][0] is E.unknown_leader_epoch
+        listed = await client.call(list_offsets_request(10, [(0, LATEST)]))
+        assert listed.topics[0].partitions[0].leader_epoch == 0
+    finally:
+        await client.close()
+
+
+async def test_a_recovered_log_keeps_its_epochs(tmp_path: Path) -> None:
+    """Issue 27: batches keep the epoch they were appended in across a restart, and the epoch cache is rebuilt
+    from them, so the partition's leader epoch never goes back and OffsetForLeaderEpoch answers as before."""
+    settings = broker_settings(cluster=ClusterConfig(nodes=3), data_dir=str(tmp_path))
+    first = BrokerServer(settings)
+    await first.start()
+    try:
+        nodes = Nodes(first)
+        await produce_to(await nodes.to(nodes.leader(0)), 0, 2)
+        moved = first.nodes.move_leader(TOPIC, 0, nodes.follower(0))
+        await produce_to(await nodes.to(moved.leader), 0, 3)
+        await nodes.close()
+    finally:
+        await first.stop()
+    again = BrokerServer(settings)
+    await again.start()
+    try:
+        nodes = Nodes(again)
+        assert nodes.epoch(0) == 1 and again.nodes.layout.leadership(TOPIC, 0).epochs == [(0, 0), (1, 2)]
+        leader = await nodes.to(nodes.leader(0))
+        assert await end_offsets(leader, 0, 0, 1, current=1) == [(E.none, 0, 2), (E.none, 1, 5)]
+        await produce_to(leader, 0)
+        log = again.topics.get(TOPIC).log(0)  # type: ignore[union-attr]
+        assert log is not None
+        assert [read_header(b.data).partition_leader_epoch for b in log.batches_from(0)] == [0, 1, 1]
+        await nodes.close()
+    finally:
+        await again.stop()
