@@ -174,11 +174,15 @@ def _responder(
                     or topic.log(read.partition) is not log
                 ):
                     error = ErrorCode.unknown_topic_or_partition  # deleted while the fetch was parked
-                if error is ErrorCode.none and route is not None and topic is not None:
-                    # The leader moved while the fetch was parked (DelayedFetch.tryComplete: NOT_LEADER_OR_FOLLOWER).
-                    if not route.leads(topic.name, read.partition):
-                        error = ErrorCode.not_leader_or_follower
-                        read.leader = route.current_leader(topic.name, read.partition)
+                # The leader moved while the fetch was parked (DelayedFetch.tryComplete: NOT_LEADER_OR_FOLLOWER).
+                if (
+                    error is ErrorCode.none
+                    and route is not None
+                    and topic is not None
+                    and not route.leads(topic.name, read.partition)
+                ):
+                    error = ErrorCode.not_leader_or_follower
+                    read.leader = route.current_leader(topic.name, read.partition)
                 if error is ErrorCode.none and log is not None and not _in_range(log, read.offset):
                     error = ErrorCode.offset_out_of_range  # retention moved the log start past a parked fetch
                 if error is not ErrorCode.none or log is None:
