@@ -26,7 +26,7 @@ from kio.static.primitive import i16, i32
 
 from broker.coordinator.classic.state import GroupState
 from broker.server.broker import BrokerServer
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey, advertised_versions
+from protocol.apis import ApiKey, advertised_versions
 from protocol.codec import build, nested
 from tests.conftest import broker_settings
 from tests.wire.client import WireClient, request
