@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
-from kio.static.primitive import i16, i32
+from kio.static.primitive import i16, i32, i64
 
 from broker.server.broker import BrokerServer
 from broker.server.settings import ClusterConfig
@@ -421,3 +421,21 @@ async def test_a_recovered_log_keeps_its_epochs(tmp_path: Path) -> None:
         await nodes.close()
     finally:
         await again.stop()
+
+
+async def test_delete_records_and_describe_producers_only_at_the_leader(nodes: Nodes) -> None:
+    await produce_to(await nodes.to(nodes.leader(0)), 0, 3)
+    api = ApiKey.DELETE_RECORDS
+    deleting = request(api, 2, topics=(part(api, 2, "DeleteRecordsTopic", name=TOPIC, partitions=(
+        part(api, 2, "DeleteRecordsPartition", partition_index=i32(0), offset=i64(1)),)),),
+        timeout=datetime.timedelta(seconds=5))  # fmt: skip
+    refused = (await (await nodes.to(nodes.follower(0))).call(deleting)).topics[0].partitions[0]
+    assert (refused.error_code, refused.low_watermark) == (E.not_leader_or_follower, -1)
+    done = (await (await nodes.to(nodes.leader(0))).call(deleting)).topics[0].partitions[0]
+    assert (done.error_code, done.low_watermark) == (E.none, 1)
+    api = ApiKey.DESCRIBE_PRODUCERS
+    describing = request(api, 0, topics=(part(api, 0, "TopicRequest", name=TOPIC, partition_indexes=(i32(0),)),))
+    at_follower = await (await nodes.to(nodes.follower(0))).call(describing)
+    assert at_follower.topics[0].partitions[0].error_code is E.not_leader_or_follower
+    at_leader = await (await nodes.to(nodes.leader(0))).call(describing)
+    assert at_leader.topics[0].partitions[0].error_code is E.none
