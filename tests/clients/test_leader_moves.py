@@ -200,3 +200,4 @@ async def test_confluent_kafka_through_leader_moves(cluster: BrokerServer) -> No
     await _in_thread(cluster, body)
     assert errors == []
     check(got, 3)
+    assert validations(cluster) > 0, "librdkafka never validated its positions"  # it does, on each epoch rise
