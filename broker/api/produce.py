@@ -9,6 +9,7 @@ InitProducerId with a transactional id goes to the coordinator (2.4).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -227,7 +228,9 @@ def _leader_refusal(route: NodeRoute, topic: Topic, partition: int, acks: int) -
     of the ISR against min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing appended)."""
     error = route.partition_error(topic.name, partition)
     if error is not None:
-        return _Outcome(error, message=error_message(error), leader=route.current_leader(topic.name, partition))
+        # Partition.appendRecordsToLeader's message.
+        reason = f"Leader not local for partition {topic.name}-{partition} on broker {route.node_id}"
+        return _Outcome(error, message=reason, leader=route.current_leader(topic.name, partition))
     if acks == -1:
         in_sync, required = route.in_sync(topic.name, partition), topic.min_insync_replicas
         if in_sync < required:
@@ -290,14 +293,9 @@ def _response(
     cls = response_schema(ApiKey.PRODUCE, version)
     topic_cls = nested(cls, "TopicProduceResponse")
     partition_cls = nested(cls, "PartitionProduceResponse")
-    leaders: dict[tuple[str, int], Any] = {}
-    top: dict[str, Any] = {}
-    if route is not None and version >= _FIRST_CURRENT_LEADER_VERSION:
-        leaders, top = _current_leaders(cls, outcomes, route)
-    return build(
+    response = build(
         cls,
         throttle_time=NO_THROTTLE,
-        **top,
         responses=tuple(
             build(
                 topic_cls,
@@ -312,7 +310,6 @@ def _response(
                         log_start_offset=i64(outcome.log_start_offset),
                         record_errors=(),
                         error_message=outcome.message,
-                        **({"current_leader": leaders[(name, partition)]} if (name, partition) in leaders else {}),
                     )
                     for partition, outcome in partitions
                 ),
@@ -320,31 +317,39 @@ def _response(
             for name, partitions in outcomes
         ),
     )
+    if route is not None and version >= _FIRST_CURRENT_LEADER_VERSION:
+        response = _with_current_leaders(cls, response, outcomes, route)
+    return response
 
 
-def _current_leaders(
-    cls: Any, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]], route: NodeRoute
-) -> tuple[dict[tuple[str, int], Any], dict[str, Any]]:
+def _with_current_leaders(
+    cls: Any, response: Any, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]], route: NodeRoute
+) -> Any:
     """KIP-951 for v10+ (KafkaApis.handleProduceRequest): each NOT_LEADER_OR_FOLLOWER partition's CurrentLeader,
-    and the response's NodeEndpoints of those leaders."""
+    and the response's NodeEndpoints of those leaders; the response as it was when there is none."""
+    if not any(outcome.leader is not None for _, partitions in outcomes for _, outcome in partitions):
+        return response
     leader_cls = nested(cls, "LeaderIdAndEpoch")
-    current: dict[tuple[str, int], Any] = {}
     leaders: set[int] = set()
-    for name, partitions in outcomes:
-        for partition, outcome in partitions:
+    topics = []
+    for topic, (_, partitions) in zip(response.responses, outcomes, strict=True):
+        answered = []
+        for entry, (_, outcome) in zip(topic.partition_responses, partitions, strict=True):
             if outcome.leader is not None:
                 leader, epoch = outcome.leader
-                current[(name, partition)] = leader_cls(leader_id=BrokerId(leader), leader_epoch=i32(epoch))
+                entry = dataclasses.replace(
+                    entry, current_leader=leader_cls(leader_id=BrokerId(leader), leader_epoch=i32(epoch))
+                )
                 if leader >= 0:
                     leaders.add(leader)
-    if not leaders:
-        return current, {}
+            answered.append(entry)
+        topics.append(dataclasses.replace(topic, partition_responses=tuple(answered)))
     endpoint_cls = nested(cls, "NodeEndpoint")
     endpoints = tuple(
         endpoint_cls(node_id=BrokerId(node), host=host, port=i32(port), rack=None)
         for node, host, port in route.leader_endpoints(leaders)
     )
-    return current, {"node_endpoints": endpoints}
+    return dataclasses.replace(response, responses=tuple(topics), node_endpoints=endpoints)
 
 
 def init_producer_id(ctx: ApiContext, call: Call, body: Any) -> Any:
