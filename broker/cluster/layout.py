@@ -10,7 +10,10 @@ topics ``__consumer_offsets`` and ``__transaction_state`` are placed the same wa
 leader of its partition (1.2), so moving a coordinator is moving that leader, with every key hashed there.
 
 Leaderships are made on first use: a topic created while a node is down starts with the first running replica.
-``stop`` makes every partition first, so that none the node led is missed.
+``stop`` makes every partition first, so that none the node led is missed. A topic CreateTopics made keeps its
+replication factor (``add_topic``) until DeleteTopics forgets it. Each election tells the server the new epoch
+(``on_elect``: the log stamps its batches with it from then on, UnifiedLog.appendAsLeader), and a partition whose
+recovered log already carries epochs starts from them (``log_epochs``: the cache rebuilt from the batches).
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 Requests that need the group coordinator, sent to a node that does not lead the group's ``__consumer_offsets``
 partition, answer NOT_COORDINATOR (CoordinatorRuntime.contextOrThrow); while the node still loads that partition,
 COORDINATOR_LOAD_IN_PROGRESS. Transactional ids likewise over ``__transaction_state``
-(TransactionStateManager.getAndMaybeAddTransactionState). A single-node broker has no route at all
-(``ApiContext.route`` is None), so none of this costs it anything.
+(TransactionStateManager.getAndMaybeAddTransactionState). The data plane likewise: a partition this node does not
+lead answers NOT_LEADER_OR_FOLLOWER, a stale or future leader epoch FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
+(docs/spec/cluster.md 4.3; ``partition_error``). A single-node broker has no route at all (``ApiContext.route`` is
+None), so none of this costs it anything.
 """
 
 from __future__ import annotations
