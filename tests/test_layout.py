@@ -31,6 +31,9 @@ RANKS: dict[str, int] = {
     "broker.re2_pattern": 1,  # RE2 loaded on first use, for KIP-848 subscriptions and ListTransactions v2
     "broker.changes": 1,  # the durable-change contract (issue 27): coordinator/, storage/, transactions/ put to it
     "broker.events": 2,
+    # Several nodes (issue 29): partitionFor, who leads what, a node's routing. Pure state, below transactions/
+    # (which hashes transactional ids with it) and the API and server layers that route with it.
+    "broker.cluster": 2,
     "broker.coordinator": 3,
     "broker.storage": 3,
     "broker.transactions": 3,
