@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -121,11 +122,42 @@ def share_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
         renew=getattr(body, "is_renew_ack", False),
         api_version=version,
         client=call.client,
+        not_led=_not_led_check(ctx, route) if route is not None else None,
     )
     answer = ctx.coordinator.share.fetch(request, call.client.connection)
     if isinstance(answer, Deferred):
-        return answer.map(lambda done: fetch_response(version, _with_refused(done, refused), leaders, route))
-    return fetch_response(version, _with_refused(answer, refused), leaders, route)
+        return answer.map(lambda done: _fetch_answer(ctx, version, done, refused, leaders, route))
+    return _fetch_answer(ctx, version, answer, refused, leaders, route)
+
+
+def _not_led_check(ctx: ApiContext, route: NodeRoute) -> Callable[[uuid.UUID, int], bool]:
+    """For the share coordinator: whether a session partition is led elsewhere now (it acquires nothing here)."""
+
+    def not_led(topic_id: uuid.UUID, partition: int) -> bool:
+        topic = ctx.topics.by_id(topic_id)
+        return topic is not None and not route.leads(topic.name, partition)
+
+    return not_led
+
+
+def _fetch_answer(
+    ctx: ApiContext,
+    version: int,
+    answer: ShareAnswer,
+    refused: list[FetchedPartition],
+    leaders: _Leaders,
+    route: NodeRoute | None,
+) -> Any:
+    answer = _with_refused(answer, refused)
+    if route is not None:
+        # Session partitions the coordinator found led elsewhere: their CurrentLeader too.
+        for p in answer.partitions:
+            key = (p.topic_id, p.partition)
+            if p.error is ErrorCode.not_leader_or_follower and key not in leaders:
+                topic = ctx.topics.by_id(p.topic_id)
+                if topic is not None:
+                    leaders[key] = route.current_leader(topic.name, p.partition)
+    return fetch_response(version, answer, leaders, route)
 
 
 def _leader_of(

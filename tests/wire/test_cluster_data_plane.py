@@ -439,3 +439,22 @@ async def test_delete_records_and_describe_producers_only_at_the_leader(nodes: N
     assert at_follower.topics[0].partitions[0].error_code is E.not_leader_or_follower
     at_leader = await (await nodes.to(nodes.leader(0))).call(describing)
     assert at_leader.topics[0].partitions[0].error_code is E.none
+
+
+async def test_a_share_session_partition_whose_leader_moved_acquires_nothing(nodes: Nodes) -> None:
+    server = nodes.server
+    coordinator = server.nodes.layout.group_coordinator("sg2")
+    client = await nodes.to(coordinator)
+    assert (await client.call(heartbeat("sg2", "m1", 0, (TOPIC,)))).error_code is E.none
+    topic = server.topics.get(TOPIC)
+    assert topic is not None
+    here = next(p for p in range(3) if nodes.leader(p) == coordinator)
+    opened = await client.call(share_fetch("sg2", "m1", 0, topic.topic_id, [here], version=2))
+    assert opened.error_code is E.none and partition_of(opened, here).error_code is E.none
+    moved = server.nodes.move_leader(TOPIC, here, nodes.follower(here))
+    await produce_to(await nodes.to(moved.leader), here, 2)
+    again = await client.call(share_fetch("sg2", "m1", 1, topic.topic_id, [], version=2))
+    refused = partition_of(again, here)
+    assert refused.error_code is E.not_leader_or_follower and not refused.acquired_records
+    assert (refused.current_leader.leader_id, refused.current_leader.leader_epoch) == (moved.leader, 1)
+    assert [e.node_id for e in again.node_endpoints] == [moved.leader]
