@@ -91,8 +91,8 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
                 current = getattr(p, "current_leader_epoch", _NO_EPOCH)
                 if route is None:
                     error = leader_epoch_error(current)
-                elif topic is not None:
-                    error = _routed(route, topic.name, p, current, read)
+                elif topic is not None and log is not None:
+                    error = _routed(route, topic.name, p, current, read, log)
             if error is None and read.diverging is None and log is not None and not _in_range(log, p.fetch_offset):
                 error = ErrorCode.offset_out_of_range
             read.error = error or ErrorCode.none
@@ -114,11 +114,14 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
     return ctx.fetches.park(positions, body.min_bytes, max_wait_ms, answer)
 
 
-def _routed(route: NodeRoute, topic: str, p: Any, current: int, read: _Read) -> ErrorCode | None:
+def _routed(
+    route: NodeRoute, topic: str, p: Any, current: int, read: _Read, log: PartitionLog
+) -> ErrorCode | None:
     """Several nodes: Partition.fetchRecords' checks at this node. Its leadership and ``current`` epoch
     (checkCurrentLeaderEpoch; the CurrentLeader goes with NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH), then
-    a v12+ LastFetchedEpoch against the epoch cache: when the cache ends that epoch below it (or knows a lower
-    one only), the answer is a DivergingEpoch and no records, as Partition.fetchRecords' lastFetchedEpoch check."""
+    a v12+ LastFetchedEpoch against the epoch cache (Partition.readFromLocalLog): an epoch the cache cannot end,
+    or a fetch offset below the log start, is OFFSET_OUT_OF_RANGE; when the cache ends that epoch below the fetch
+    offset (or knows a lower one only), the answer is a DivergingEpoch and no records."""
     error = route.partition_error(topic, p.partition, current)
     if error is not None:
         if error is ErrorCode.not_leader_or_follower or error is ErrorCode.fenced_leader_epoch:
@@ -127,6 +130,8 @@ def _routed(route: NodeRoute, topic: str, p: Any, current: int, read: _Read) -> 
     last_fetched = getattr(p, "last_fetched_epoch", _NO_EPOCH)
     if last_fetched >= 0:
         epoch, end_offset = route.layout.end_offset_for(topic, p.partition, last_fetched)
+        if epoch < 0 or end_offset < 0 or p.fetch_offset < log.log_start_offset:
+            return ErrorCode.offset_out_of_range
         if epoch < last_fetched or end_offset < p.fetch_offset:
             read.diverging = (epoch, end_offset)
     return None

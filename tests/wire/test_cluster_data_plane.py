@@ -458,3 +458,14 @@ async def test_a_share_session_partition_whose_leader_moved_acquires_nothing(nod
     assert refused.error_code is E.not_leader_or_follower and not refused.acquired_records
     assert (refused.current_leader.leader_id, refused.current_leader.leader_epoch) == (moved.leader, 1)
     assert [e.node_id for e in again.node_endpoints] == [moved.leader]
+
+
+async def test_a_last_fetched_epoch_the_cache_cannot_end_is_out_of_range(nodes: Nodes) -> None:
+    """Partition.readFromLocalLog: an UNDEFINED end for LastFetchedEpoch is OFFSET_OUT_OF_RANGE, not a divergence."""
+    leader = await nodes.to(nodes.leader(1))
+    await produce_to(leader, 1, 2)
+    fetch_part = part(ApiKey.FETCH, 12, "FetchPartition", partition=i32(1), current_leader_epoch=i32(0),
+                      fetch_offset=i64(2), last_fetched_epoch=i32(5), log_start_offset=i64(-1),
+                      partition_max_bytes=i32(1 << 20))  # fmt: skip
+    answer = (await leader.call(fetch_request(12, [(TOPIC, [fetch_part])]))).responses[0].partitions[0]
+    assert answer.error_code is E.offset_out_of_range
