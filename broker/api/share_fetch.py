@@ -93,7 +93,7 @@ def _refused(partitions: tuple[PartitionAcks, ...], refused: _Leaders) -> list[F
 
 def _with_refused(answer: ShareAnswer, refused: list[FetchedPartition]) -> ShareAnswer:
     """The coordinator's answer and the refused partitions after it; a top-level error stands alone."""
-    if answer.error is not ErrorCode.none:
+    if not refused or answer.error is not ErrorCode.none:
         return answer
     return dataclasses.replace(answer, partitions=[*answer.partitions, *refused])
 
@@ -116,7 +116,7 @@ def share_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
         max_bytes=body.max_bytes,
         max_records=body.max_records,
         batch_size=body.batch_size,
-        partitions=tuple(p for p in partitions if (p.topic_id, p.partition) not in leaders),
+        partitions=tuple(p for p in partitions if (p.topic_id, p.partition) not in leaders) if leaders else partitions,
         forgotten=tuple((t.topic_id or _ZERO_UUID, p) for t in body.forgotten_topics_data for p in t.partitions),
         record_limit=getattr(body, "share_acquire_mode", 0) == _RECORD_LIMIT,
         renew=getattr(body, "is_renew_ack", False),
@@ -232,7 +232,7 @@ def share_acknowledge(ctx: ApiContext, call: Call, body: Any) -> Any:
         group_id=body.group_id,
         member_id=body.member_id,
         session_epoch=body.share_session_epoch,
-        partitions=tuple(p for p in partitions if (p.topic_id, p.partition) not in leaders),
+        partitions=tuple(p for p in partitions if (p.topic_id, p.partition) not in leaders) if leaders else partitions,
         renew=getattr(body, "is_renew_ack", False),
         api_version=call.api_version,
         client=call.client,
