@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cg_scenarios, durable, scenarios, share_scenarios
+from benchmarks import cg_scenarios, durable, nodes_scenarios, scenarios, share_scenarios
 from benchmarks.cg_scenarios import CgLoad
 from benchmarks.jobs import raise_fd_limit
 from benchmarks.loadgen import FormOptions, Versions
@@ -56,13 +56,14 @@ QUICK = {
     "share_round_records": 1000,
     "share_mock_round_records": 1000,
     "share_timeout_s": 20.0,
+    "nodes_repeats": 1,
 }
 
 SCENARIOS = (
     "startup", "heartbeat", "formation", "scale", "cg-heartbeat", "cg-formation", "cg-scale", "durable",
-    "share-fetch", "share-heartbeat",
+    "share-fetch", "share-heartbeat", "heartbeat-nodes",
 )  # fmt: skip
-SHARE_ONLY = {"share-fetch", "share-heartbeat"}
+SHARE_ONLY = {"share-fetch", "share-heartbeat", "heartbeat-nodes"}  # scenarios that start their own processes
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -118,6 +119,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--share-max-records", type=int, default=500, help="share-fetch: MaxRecords = BatchSize of each ShareFetch")
     add("--share-timeout-s", type=float, default=60, help="share-fetch: time allowed per system (then: partial)")
     add("--share-systems", default="ours,mock,kfake", help="share scenarios: which of ours, mock, kfake to run")
+    # Issue 29 (README "Several nodes"): ours --nodes 1 and --nodes N, the mock and kfake with N brokers, a node stop.
+    add("--cluster-nodes", type=int, default=3, help="heartbeat-nodes: nodes of each multi-node system")
+    add("--nodes-repeats", type=int, default=2, help="heartbeat-nodes: interleaved runs of ours 1 and N (best)")
+    add("--nodes-systems", default="ours,mock,kfake", help="heartbeat-nodes: which of ours, mock, kfake to run")
     args = parser.parse_args(argv)
     unknown = {x.strip() for x in args.only.split(",") if x.strip()} - set(SCENARIOS)
     if unknown:
@@ -379,6 +384,17 @@ def run_share(run: Run, wanted: set[str]) -> None:
     run.meta["share"] = {"kfake": kfake, "ours_over": share_scenarios.details_of(run.rows)}
 
 
+def run_nodes(run: Run) -> None:
+    """Issue 29's figures (benchmarks/nodes_scenarios.py)."""
+    args = run.args
+    systems = tuple(x.strip() for x in args.nodes_systems.split(",") if x.strip())
+    load = nodes_scenarios.NodesLoad(args.cluster_nodes, args.nodes_repeats, args.kfake, systems)
+    options = FormOptions(Versions(0, 0, 0), args.session_timeout_ms, static=args.static_members)
+    run.meta["nodes"] = nodes_scenarios.run(
+        load, args.groups, args.members_per_group, run.versions, options, run.load, args.mock_form_delay_ms, run.guarded
+    )
+
+
 def run_durable(run: Run) -> durable.Measured:
     """Issue 27's figures: ours with a data directory against ours in memory (no mock: it has no such mode)."""
     args = run.args
@@ -505,18 +521,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     measured_durable = run_durable(run) if "durable" in wanted else None
     if wanted & {"share-fetch", "share-heartbeat"}:
         run_share(run, wanted)
+    if "heartbeat-nodes" in wanted:
+        run_nodes(run)
     run.meta["seconds"] = round(time.perf_counter() - started, 1)
     order = ["startup", "heartbeat", "heartbeat_scale", *[k for k in run.rows if k.startswith("formation_")]]
     order += ["scale_formation"]
     order += ["rss_idle", "rss_members", "bytes_per_member"]
     order += ["cg_heartbeat", "cg_heartbeat_scale", *[k for k in run.rows if k.startswith("cg_formation_")]]
-    order += ["cg_rss_members", "cg_bytes_per_member", "share_fetch", "share_heartbeat"]
+    order += ["cg_rss_members", "cg_bytes_per_member", "share_fetch", "share_heartbeat", *nodes_scenarios.KEYS]
     rows = [run.rows[k] for k in order if k in run.rows]
     changes = None
     if args.baseline is not None:
         changes = baseline_changes(rows, json.loads(args.baseline.read_text()))
         run.meta["baseline"] = {"path": str(args.baseline), "changes": {c.key: round(c.better, 4) for c in changes}}
     bars = compute_bars(run, changes) + share_scenarios.bars(run.rows)
+    bars += nodes_scenarios.bars(run.rows, args.cluster_nodes) if "heartbeat-nodes" in wanted else []
     if measured_durable is not None:
         bars += [Bar(f"--data-dir / memory-only: {f.name}", f.ratio, f.bar, f.ok) for f in measured_durable.figures]
     doc = document(run.meta, rows, bars)

@@ -54,6 +54,9 @@ def _job_main(index: int, name: str, kwargs: dict[str, Any], barrier: Any, resul
         results.put((index, None, traceback.format_exc()))
 
 
+job_main = _job_main  # for a caller that runs one job beside its own party of the barrier
+
+
 class JobFailed(Exception):
     pass
 

@@ -10,6 +10,8 @@ librdkafka's own "mock" thread; this process's Python thread only reads commands
     consumer-session MS    group.consumer.session.timeout.ms of its KIP-848 groups
                            (rd_kafka_mock_set_group_consumer_session_timeout_ms)
     consumer-interval MS   group.consumer.heartbeat.interval.ms (rd_kafka_mock_set_group_consumer_heartbeat_interval_ms)
+    stop ID KEY=ID ...     broker ID down (rd_kafka_mock_broker_set_down: its connections close), then each group KEY's
+                           coordinator set to broker ID (rd_kafka_mock_coordinator_set: the mock moves none itself)
     share-reset N          where its KIP-932 share-partitions start: 0 latest (its default), 1 earliest
                            (rd_kafka_mock_sharegroup_set_auto_offset_reset: the mock has no group configs)
 
@@ -72,6 +74,9 @@ OPTIONAL: dict[str, list[type[ctypes._SimpleCData[Any]]]] = {
     "rd_kafka_mock_set_group_consumer_session_timeout_ms": [ctypes.c_void_p, ctypes.c_int],
     "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": [ctypes.c_void_p, ctypes.c_int],
     "rd_kafka_mock_sharegroup_set_auto_offset_reset": [ctypes.c_void_p, ctypes.c_int],
+    # Several brokers (issue 29): a broker down (its connections closed, no new ones), a key's explicit coordinator.
+    "rd_kafka_mock_broker_set_down": [ctypes.c_void_p, ctypes.c_int32],
+    "rd_kafka_mock_coordinator_set": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32],
 }
 
 
@@ -91,6 +96,16 @@ def command(lib: ctypes.CDLL, cluster: int, words: list[str]) -> str:
             if not hasattr(lib, name):
                 return f"unsupported {name}"
             getattr(lib, name)(cluster, int(ms))
+            return "ok"
+        case ["stop", broker, *moves]:
+            # The broker goes down (the mock moves nothing itself), then each KEY=BROKER given gets that coordinator.
+            for name in ("rd_kafka_mock_broker_set_down", "rd_kafka_mock_coordinator_set"):
+                if not hasattr(lib, name):
+                    return f"unsupported {name}"
+            lib.rd_kafka_mock_broker_set_down(cluster, int(broker))
+            for move in moves:
+                key, _, target = move.rpartition("=")
+                lib.rd_kafka_mock_coordinator_set(cluster, b"group", key.encode(), int(target))
             return "ok"
     return f"unknown command {' '.join(words)!r}"
 
@@ -114,7 +129,8 @@ def main() -> int:
     if not rk:
         print(f"rd_kafka_new failed: {errstr.value.decode()}", file=sys.stderr)
         return 1
-    cluster = lib.rd_kafka_mock_cluster_new(rk, 1)
+    brokers = int(sys.argv[sys.argv.index("--brokers") + 1]) if "--brokers" in sys.argv else 1
+    cluster = lib.rd_kafka_mock_cluster_new(rk, brokers)
     if not cluster:
         print("rd_kafka_mock_cluster_new failed", file=sys.stderr)
         return 1

@@ -156,10 +156,10 @@ class Ours(System):
     name = "ours"
 
     @classmethod
-    def start(cls, consumer: ConsumerSettings | None = None, extra: Sequence[str] = ()) -> Ours:
+    def start(cls, consumer: ConsumerSettings | None = None, extra: Sequence[str] = (), port: int = 0) -> Ours:
         """With ``consumer`` None the broker's defaults stand (the start-up scenario: nothing but its flags);
-        ``extra``: more flags (``--data-dir DIR``: benchmarks/durable.py)."""
-        port = free_port()
+        ``extra``: more flags (``--data-dir DIR``: benchmarks/durable.py); ``port`` 0: a free one."""
+        port = port or free_port()
         log = _log_file(cls.name)
         command = [
             sys.executable,
@@ -222,14 +222,16 @@ class Mock(System):
     def __init__(self, process: subprocess.Popen[str], host: str, port: int, log: Path) -> None:
         super().__init__(process, host, port, log)
         self.unsupported: list[str] = []
+        self.addresses = [(host, port)]  # every broker's, with ``brokers`` > 1
 
     @classmethod
-    def start(cls, consumer: ConsumerSettings | None = None) -> Mock:
+    def start(cls, consumer: ConsumerSettings | None = None, brokers: int = 1) -> Mock:
         """With ``consumer`` None nothing is sent on stdin (the start-up scenario times the bare process)."""
         log = _log_file(cls.name)
+        several = ["--brokers", str(brokers)] if brokers > 1 else []
         with log.open("w") as stderr:
             process = subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.mock_cluster"],
+                [sys.executable, "-m", "benchmarks.mock_cluster", *several],
                 cwd=REPO,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -238,11 +240,12 @@ class Mock(System):
             )
         assert process.stdout is not None
         line = process.stdout.readline().strip()
-        host, _, port = line.rpartition(":")
-        if not port.isdigit():
+        addresses = [a.rpartition(":") for a in line.split(",")]
+        if not all(port.isdigit() for _, _, port in addresses):
             process.kill()
             raise RuntimeError(f"mock cluster did not print a bootstrap address: {line!r}: {log.read_text()}")
-        mock = cls(process, host, int(port), log)
+        mock = cls(process, addresses[0][0], int(addresses[0][2]), log)
+        mock.addresses = [(host, int(port)) for host, _, port in addresses]
         settings = (
             []
             if consumer is None
@@ -285,21 +288,37 @@ class Kfake(System):
 
     name = "kfake"
 
+    def __init__(self, process: subprocess.Popen[str], host: str, port: int, log: Path) -> None:
+        super().__init__(process, host, port, log)
+        self.addresses = [(host, port)]  # every broker's, with ``brokers`` > 1
+
     @classmethod
-    def start(cls, path: Path) -> Kfake:
+    def start(cls, path: Path, brokers: int = 1) -> Kfake:
+        """``brokers`` > 1: ``PATH -port 0 -brokers N``, which prints one ``host:port`` per broker (node ids 0..N-1)
+        and takes ``stop ID`` on stdin (benchmarks/README.md, "Several nodes")."""
         log = _log_file(cls.name)
+        several = ["-brokers", str(brokers)] if brokers > 1 else []
+        stdin = subprocess.PIPE if several else subprocess.DEVNULL
         with log.open("w") as stderr:
             process = subprocess.Popen(
-                [str(path), "-port", "0"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True
+                [str(path), "-port", "0", *several], stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, text=True
             )
         assert process.stdout is not None
-        line = process.stdout.readline().strip()
-        host, _, port = line.rpartition(":")
-        if not port.isdigit():
+        addresses = [process.stdout.readline().strip().rpartition(":") for _ in range(brokers)]
+        if not all(port.isdigit() for _, _, port in addresses):
             process.kill()
             process.wait()
-            raise RuntimeError(f"kfake at {path} did not print host:port: {line!r}: {log.read_text()[-500:]}")
-        return cls(process, host, int(port), log)
+            raise RuntimeError(f"kfake at {path} did not print host:port: {addresses!r}: {log.read_text()[-500:]}")
+        kfake = cls(process, addresses[0][0], int(addresses[0][2]), log)
+        kfake.addresses = [(host, int(port)) for host, _, port in addresses]
+        return kfake
+
+    def command(self, line: str) -> str:
+        """One command on stdin (``stop ID``), its answer line."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return self.process.stdout.readline().strip()
 
     def create_topic(self, name: str, partitions: int) -> None:
         create_topic_over_wire(self, name, partitions)

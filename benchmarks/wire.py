@@ -24,6 +24,8 @@ INCREMENTAL_ALTER_CONFIGS = 44
 SHARE_GROUP_HEARTBEAT = 76
 SHARE_FETCH = 78
 SHARE_ACKNOWLEDGE = 79
+# The several-node scenario (benchmarks/nodes_loadgen.py): each group's coordinator is asked for first.
+FIND_COORDINATOR = 10
 
 # First flexible version (compact strings and arrays, tagged fields) of each API. KIP-848's APIs are flexible
 # from v0 (docs/spec/consumer-groups.md section 2).
@@ -39,6 +41,7 @@ FLEXIBLE_FROM = {
     SHARE_GROUP_HEARTBEAT: 0,  # KIP-932's APIs are flexible from v0 too (docs/spec/share-groups.md section 2)
     SHARE_FETCH: 0,
     SHARE_ACKNOWLEDGE: 0,
+    FIND_COORDINATOR: 3,
 }
 
 MEMBER_ID_REQUIRED = 79
