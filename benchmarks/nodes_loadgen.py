@@ -43,10 +43,13 @@ class RoutedMember(NamedTuple):
     route: Route
 
 
-def find_coordinator_frame(group_id: str, correlation_id: int = 1) -> bytes:
+def find_coordinator_body(group_id: str) -> bytes:
     """FindCoordinator v1: Key, KeyType 0 (group)."""
-    body = wire.string(group_id, False) + b"\x00"
-    return wire.frame(wire.FIND_COORDINATOR, 1, correlation_id, CLIENT_ID, body)
+    return wire.string(group_id, False) + b"\x00"
+
+
+def find_coordinator_frame(group_id: str, correlation_id: int = 1) -> bytes:
+    return wire.frame(wire.FIND_COORDINATOR, 1, correlation_id, CLIENT_ID, find_coordinator_body(group_id))
 
 
 def parse_find_coordinator(body: bytes) -> tuple[int, Route]:
