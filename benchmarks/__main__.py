@@ -393,6 +393,7 @@ def run_nodes(run: Run) -> None:
     run.meta["nodes"] = nodes_scenarios.run(
         load, args.groups, args.members_per_group, run.versions, options, run.load, args.mock_form_delay_ms, run.guarded
     )
+    run.meta.setdefault("protocol", {"used": run.meta["nodes"]["versions"], "refused": []})
 
 
 def run_durable(run: Run) -> durable.Measured:

@@ -4,7 +4,8 @@ A group's coordinator is asked for with FindCoordinator (v1, key type GROUP) at 
 and Heartbeats then go to the node named. Three jobs (``benchmarks/jobs.py`` runs each in a fresh process):
 
 * ``form_routed``: picks group ids spread evenly over the nodes (FindCoordinator for candidate ids, keeping one while
-  its node has fewer than its share), then forms each node's groups at that node (``loadgen.form_groups``);
+  its node has fewer than its share: groups // nodes, one more for the first groups % nodes nodes to get there),
+  then forms each node's groups at that node (``loadgen.form_groups``);
 * ``heartbeats_routed``: the classic pipelined Heartbeats (``loadgen.HeartbeatPipe``), each connection to one node and
   cycling through the members that node coordinates;
 * ``failover``: one member of each group heartbeats at its coordinator, one request in flight, until the orchestrator
@@ -115,7 +116,8 @@ async def form_routed(
 ) -> dict[str, Any]:
     """``groups`` groups whose coordinators spread evenly over ``nodes`` nodes, each formed at its coordinator."""
     finder = Finder(addresses, timeout_s=5.0)
-    share = -(-groups // nodes)
+    # As even as it gets: every node groups // nodes, and the first groups % nodes nodes to reach that one more.
+    share, extra = divmod(groups, nodes)
     chosen: dict[int, list[str]] = {}
     routes: dict[int, Route] = {}
     candidate = 0
@@ -127,7 +129,8 @@ async def form_routed(
             if route is None:
                 raise RuntimeError(f"no node answered FindCoordinator for {group_id}")
             mine = chosen.setdefault(route.node_id, [])
-            if len(mine) < share:
+            if len(mine) < share or (len(mine) == share and extra > 0):
+                extra -= len(mine) == share
                 mine.append(group_id)
                 routes[route.node_id] = route
     finally:
