@@ -238,7 +238,7 @@ async def failover(
         await released.wait()
         state: dict[str, Any] = {
             "group_id": m.group_id, "old_node": route.node_id, "new_node": route.node_id, "first_error_at": None,
-            "recovered_at": None, "errors": {}, "refinds": 0, "beats": 0,
+            "recovered_at": None, "found_at": None, "connected_at": None, "errors": {}, "refinds": 0, "beats": 0,
         }  # fmt: skip
         failing = False
         while True:
@@ -263,10 +263,12 @@ async def failover(
                 found = await finder.find(m.group_id)
                 state["refinds"] += 1
                 if found is not None and (found != route or client.closed):
+                    state["found_at"] = time.monotonic()  # the last find that sent the group elsewhere
                     client.close()
                     route = found
                     try:
                         client = await asyncio.wait_for(connect(route.host, route.port), 1.0)
+                        state["connected_at"] = time.monotonic()
                     except (OSError, TimeoutError):
                         client = Client()  # closed: the next beat re-finds
                         client.closed = True

@@ -199,6 +199,10 @@ def failover(cluster: Cluster, members: list[RoutedMember], version: int, after_
     lost = [g["group_id"] for g in moved if g["recovered_at"] is None]
     recoveries = [(g["recovered_at"] - stopped_at) * 1000 for g in moved if g["recovered_at"] is not None]
     detected = [(g["first_error_at"] - stopped_at) * 1000 for g in moved]
+
+    def since_stop(field: str) -> list[float]:
+        return sorted(round((g[field] - stopped_at) * 1000, 2) for g in moved if g[field] is not None)
+
     other_errors = sorted({k for g in moved for k in g["errors"] if k not in ("closed", "15", "16", "14")})
     new_nodes: dict[str, int] = {}
     for g in moved:
@@ -209,6 +213,8 @@ def failover(cluster: Cluster, members: list[RoutedMember], version: int, after_
         "groups": len(groups), "groups_moved": len(moved), "moved_from_other_nodes": off_victim,
         "new_coordinators": new_nodes, "recovery_ms": [round(x, 2) for x in sorted(recoveries)],
         "first_error_ms": [round(x, 2) for x in sorted(detected)], "never_recovered": lost,
+        "found_new_coordinator_ms": since_stop("found_at"), "connected_to_it_ms": since_stop("connected_at"),
+        "refinds": sorted(g["refinds"] for g in moved),
         "error_codes": sorted({k for g in moved for k in g["errors"]}),
     }  # fmt: skip
     flagged = bool(lost or other_errors or not moved)
