@@ -37,10 +37,13 @@ TRANSACTION_KEYED: frozenset[int] = frozenset(
 )
 
 
+_PARTITIONS_KEPT = 65_536
+
+
 class NodeRoute:
     """One node's view: does it coordinate this key, does it lead this partition."""
 
-    __slots__ = ("endpoints", "layout", "node_id", "now_ms")
+    __slots__ = ("_partitions", "endpoints", "layout", "node_id", "now_ms")
 
     def __init__(
         self,
@@ -54,16 +57,28 @@ class NodeRoute:
         self.now_ms = now_ms
         # Every node's advertised (host, port) on this listener's name: Metadata and FindCoordinator hand them out.
         self.endpoints = endpoints
+        # group id -> its __consumer_offsets partition: every Heartbeat asks (the pipeline's fast path), and a dict
+        # lookup costs a third of partition_for's lru_cache call; the partition count never changes (fixed at creation).
+        self._partitions: dict[str, int] = {}
 
     def group_error(self, group_id: str) -> ErrorCode | None:
         """None when this node coordinates ``group_id`` and has loaded it; else the error to answer."""
         layout = self.layout
-        partition = partition_for(group_id, layout.offsets_partitions)
+        partition = self._partitions.get(group_id)
+        if partition is None:
+            partition = self._learn_partition(group_id)
         if layout.group_coordinators[partition] != self.node_id:
             return ErrorCode.not_coordinator
         if layout.loading and layout.is_loading(OFFSETS_TOPIC, partition, self.now_ms()):
             return ErrorCode.coordinator_load_in_progress
         return None
+
+    def _learn_partition(self, group_id: str) -> int:
+        partitions = self._partitions
+        if len(partitions) >= _PARTITIONS_KEPT:
+            partitions.clear()  # bounded: group ids seen once (e.g. probes) do not pile up
+        partition = partitions[group_id] = partition_for(group_id, self.layout.offsets_partitions)
+        return partition
 
     def transaction_error(self, transactional_id: str) -> ErrorCode | None:
         layout = self.layout
