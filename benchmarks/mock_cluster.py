@@ -1,7 +1,8 @@
 """librdkafka's mock cluster in a process of its own: prints its bootstrap address, then waits.
 
 It is created with librdkafka's C API through ctypes (a producer handle, then a one-broker mock
-cluster on it), from the librdkafka that the confluent-kafka wheel bundles. The cluster runs on
+cluster on it, or ``--brokers N`` brokers, ids 1..N, whose bootstraps are printed as one comma-separated line),
+from the librdkafka that the confluent-kafka wheel bundles. The cluster runs on
 librdkafka's own "mock" thread; this process's Python thread only reads commands from stdin:
 
     delay MS               the classic group initial rebalance delay (rd_kafka_mock_group_initial_rebalance_delay_ms)
