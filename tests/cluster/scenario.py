@@ -1,0 +1,274 @@
+"""One run of the multi-node client tests: the cluster, a producer, both groups' members, and what to check after
+a fault (cluster-and-durability.md 9, items 19-28).
+
+``Run.settle()`` waits until both groups are Stable with three members each and every member has had a commit
+acknowledged; ``Run.snapshot()`` keeps the groups (generation, member ids, epochs) and every acknowledged commit
+before the fault; the checks afterwards are Kafka's outcome: no rebalance, the same members, committed offsets
+never below what was acknowledged, nothing lost, nothing re-read below an acknowledged commit. ``Run.report()``
+says what each member did after the fault, with timings, and writes it (``CLUSTER_CLIENTS_REPORT``: a JSON-lines
+file to append to; docs/cluster.md is written from it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.control.client import ControlError
+from tests.cluster.harness import (
+    CLASSIC, KIP848, PARTITIONS, TOPIC, Cluster, Member, Producer, start_member, wait,
+)  # fmt: skip
+
+# Client log lines worth reporting: what a library says about its coordinator (or any error/warning line).
+_NOTEWORTHY = re.compile(
+    r"coordinator|NOT_COORDINATOR|NotCoordinator|LOAD_IN_PROGRESS|LoadInProgress|rebalanc|heartbeat|FAIL|"
+    r"Connect|refused|Unexpected|UNKNOWN_MEMBER|fatal|rejoin",
+    re.IGNORECASE,
+)
+_NUMBERS = re.compile(r"\d+(\.\d+)?")
+
+
+@dataclass
+class Snapshot:
+    when: float  # time.time() of the fault
+    groups: dict[str, dict[str, Any]]
+    acknowledged: dict[str, dict[int, int]]  # per group: the highest acknowledged commit per partition
+
+
+@dataclass
+class Run:
+    cluster: Cluster
+    tmp_path: Path
+    scenario: str
+    members: list[Member] = field(default_factory=list)
+    producer: Producer | None = None
+    classic_group: str = ""
+    consumer_group: str = ""
+    coordinator: int = -1
+
+    # -- set up -------------------------------------------------------------------------------------------------
+
+    def begin(self, node_id: int | None = None) -> None:
+        """Two groups coordinated by ``node_id`` (default: the second node), the producer and six members."""
+        cluster = self.cluster
+        self.coordinator = cluster.node_ids[1] if node_id is None else node_id
+        prefix = f"cc-{self.scenario}"
+        self.classic_group, self.consumer_group = cluster.groups_on(self.coordinator, prefix, 2)
+        self.producer = Producer(cluster.bootstrap)
+        for name in CLASSIC:
+            self.members.append(start_member(cluster, self.tmp_path, self.classic_group, name, name))
+        for name in KIP848:
+            self.members.append(start_member(cluster, self.tmp_path, self.consumer_group, name, "confluent", "consumer"))
+        self.settle()
+
+    def settle(self, timeout: float = 40.0) -> None:
+        def ready() -> bool:
+            for group in (self.classic_group, self.consumer_group):
+                try:
+                    detail = self.cluster.group(group)
+                except ControlError:
+                    return False
+                if detail.get("state") != "Stable" or len(detail.get("members", [])) != 3:
+                    return False
+            return all(m.events("committed") for m in self.members)
+
+        wait("both groups Stable with 3 members, every member committing", ready, self.seen, timeout)
+        time.sleep(1.0)  # a second of steady state, so that "before" has commits of every member
+
+    def seen(self) -> str:
+        groups = {}
+        for group in (self.classic_group, self.consumer_group):
+            try:
+                detail = self.cluster.group(group)
+                groups[group] = {k: detail.get(k) for k in ("state", "generation_id", "group_epoch")}
+                groups[group]["members"] = len(detail.get("members", []))
+            except ControlError as error:
+                groups[group] = {"error": str(error)}
+        return json.dumps(groups) + "\n" + "\n".join(m.describe() for m in self.members)
+
+    def group_members(self, group: str) -> list[Member]:
+        return [m for m in self.members if m.group == group]
+
+    def acknowledged(self, group: str, before: float | None = None) -> dict[int, int]:
+        highest: dict[int, int] = {}
+        for member in self.group_members(group):
+            for when, offsets in member.commits():
+                if before is None or when < before:
+                    for p, o in offsets.items():
+                        highest[p] = max(highest.get(p, 0), o)
+        return highest
+
+    def identity(self, group: str) -> dict[str, Any]:
+        """What must not change without a rebalance: the generation (classic) and the members' ids (and epochs)."""
+        detail = self.cluster.group(group)
+        members = sorted(
+            (m["member_id"], m.get("member_epoch"), tuple(sorted(_partitions(m)))) for m in detail["members"]
+        )
+        return {"state": detail["state"], "generation": detail.get("generation_id"), "members": members}
+
+    def snapshot(self) -> Snapshot:
+        groups = {g: self.identity(g) for g in (self.classic_group, self.consumer_group)}
+        when = time.time()
+        return Snapshot(when, groups, {g: self.acknowledged(g, when) for g in groups})
+
+    # -- checks after the fault --------------------------------------------------------------------------------
+
+    def wait_consuming_after(self, when: float, timeout: float = 30.0) -> None:
+        """Every member consumes records produced after ``when`` and has a commit acknowledged after it."""
+        assert self.producer is not None
+        producer = self.producer
+
+        lagging: list[str] = []
+
+        def done() -> bool:
+            fresh = producer.since(when)
+            lagging[:] = []
+            for member in self.members:
+                got = {(e["partition"], e["offset"]) for e in member.after(when, "record")}
+                if not got & fresh:
+                    lagging.append(f"{member.name}: no record produced after it")
+                elif not member.after(when, "committed"):
+                    lagging.append(f"{member.name}: no commit acknowledged after it")
+            return not lagging
+
+        what = "every member consuming and committing records produced after the fault"
+        wait(what, done, lambda: f"{lagging} {self.seen()}", timeout)
+
+    def check_committed_not_below(self, snap: Snapshot) -> None:
+        """Committed offsets, read from the coordinator as it is now, are >= those acknowledged before."""
+        for group, acknowledged in snap.acknowledged.items():
+            now = committed(self.cluster.bootstrap, group)
+            below = {p: (o, now.get(p)) for p, o in acknowledged.items() if now.get(p, -1) < o}
+            assert below == {}, (group, below)
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """Stop the producer; every acknowledged record consumed by each group and committed to the end."""
+        assert self.producer is not None
+        self.producer.stop()
+        assert self.producer.failed == [], self.producer.failed[:5]
+        ends = self.producer.ends()
+        produced = {(p, o) for p, o, _ in self.producer.acknowledged}
+        for group in (self.classic_group, self.consumer_group):
+
+            def caught_up(group: str = group) -> bool:
+                return committed(self.cluster.bootstrap, group) == ends
+
+            wait(f"{group}: committed offsets at the end offsets {ends}", caught_up, self.seen, timeout)
+            got = {(p, o) for m in self.group_members(group) for p, o, _ in m.consumed()}
+            missing = sorted(produced - got)
+            assert missing == [], (group, len(missing), missing[:10])  # nothing lost
+
+    def check_no_duplicate_past_commit(self) -> None:
+        """No (partition, offset) consumed again after a commit past it was acknowledged."""
+        for group in (self.classic_group, self.consumer_group):
+            commits = sorted((when, p, o) for m in self.group_members(group) for when, c in m.commits()
+                             for p, o in c.items())  # fmt: skip
+            seen: set[tuple[int, int]] = set()
+            again = []
+            for p, o, when in sorted(
+                ((p, o, w) for m in self.group_members(group) for p, o, w in m.consumed()), key=lambda r: r[2]
+            ):
+                if (p, o) in seen and any(c_when < when and c_p == p and c_o > o for c_when, c_p, c_o in commits):
+                    again.append((p, o))
+                seen.add((p, o))
+            assert again == [], (group, len(again), again[:10])
+
+    def check_no_rebalance(self, snap: Snapshot, until: float | None = None) -> None:
+        """No callback after the fault, the same generation and member ids (and epochs), no fatal error."""
+        until = time.time() if until is None else until
+        for member in self.members:
+            moves = [e for e in member.after(snap.when, "assigned", "revoked", "lost") if e["ts"] <= until]
+            assert moves == [], (member.name, moves)
+            fatal = [e for e in member.events("error") if e.get("fatal")]
+            assert fatal == [], (member.name, fatal)
+            assert member.worker.alive, member.describe()
+        for group, before in snap.groups.items():
+            assert self.identity(group) == before, group
+
+    # -- what each member did --------------------------------------------------------------------------------
+
+    def report(self, snap: Snapshot, fault: str, **extra: Any) -> list[dict[str, Any]]:
+        """Per member: seconds from the fault to its next acknowledged commit, its callbacks, its errors and the
+        client log lines about its coordinator; appended to ``CLUSTER_CLIENTS_REPORT`` when that is set."""
+        rows = []
+        for member in self.members:
+            commits = member.after(snap.when, "committed")
+            rows.append(
+                {
+                    "scenario": self.scenario, "fault": fault, "member": member.name, "client": member.client,
+                    "protocol": member.protocol,
+                    "next_commit_s": round(commits[0]["ts"] - snap.when, 3) if commits else None,
+                    "callbacks": [(e["event"], e["generation"], round(e["ts"] - snap.when, 2))
+                                  for e in member.after(snap.when, "assigned", "revoked", "lost")],
+                    "commit_failed": _distinct(e["error"] for e in member.after(snap.when, "commit_failed")),
+                    "poll_errors": _distinct(e["error"] for e in member.after(snap.when, "poll_error", "error")),
+                    "log": log_lines(member.stderr()),
+                    **extra,
+                }
+            )  # fmt: skip
+        target = os.environ.get("CLUSTER_CLIENTS_REPORT")
+        if target:
+            with open(target, "a") as out:
+                for row in rows:
+                    out.write(json.dumps(row) + "\n")
+        (self.tmp_path / "report.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return rows
+
+    def close(self) -> None:
+        for member in self.members:
+            member.stop()
+            lines = "".join(json.dumps(e) + "\n" for e in member.events())
+            (self.tmp_path / f"{member.group}-{member.name}.jsonl").write_text(lines)
+        if self.producer is not None:
+            self.producer.stop()
+        self.cluster.close()
+
+
+def _partitions(member: dict[str, Any]) -> list[int]:
+    found: list[int] = []
+    assignment = member.get("assignment") or member.get("assigned") or []
+    if isinstance(assignment, dict):
+        assignment = assignment.get("topics") or assignment.get("partitions") or []
+    for entry in assignment:
+        if isinstance(entry, dict):
+            found += [int(p) for p in entry.get("partitions", [])]
+    return found
+
+
+def _distinct(texts: Any) -> list[str]:
+    kinds: dict[str, int] = {}
+    for text in texts:
+        kinds[text] = kinds.get(text, 0) + 1
+    return [f"{n}x {text}" for text, n in kinds.items()]
+
+
+def log_lines(stderr: str, limit: int = 8) -> list[str]:
+    """The distinct noteworthy lines of a client's log (numbers folded), the first few of each kind."""
+    kinds: dict[str, tuple[str, int]] = {}
+    for line in stderr.splitlines():
+        if not _NOTEWORTHY.search(line):
+            continue
+        key = _NUMBERS.sub("N", line.split(" ", 2)[-1] if line[:4].isdigit() else line)
+        first, count = kinds.get(key, (line, 0))
+        kinds[key] = (first, count + 1)
+    return [f"{count}x {first[:220]}" for first, count in list(kinds.values())[:limit]]
+
+
+def committed(bootstrap: str, group: str) -> dict[int, int]:
+    """The group's committed offsets, asked of its coordinator as it is now (OffsetFetch)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        found = {p: consumer.committed(TopicPartition(TOPIC, p)) for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+    return {p: offset for p, offset in found.items() if offset is not None}
+
+
+__all__ = ["PARTITIONS", "Run", "Snapshot", "committed", "log_lines"]
