@@ -15,6 +15,7 @@ import json
 import os
 import re
 import time
+from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,40 +50,50 @@ class Run:
     producer: Producer | None = None
     classic_group: str = ""
     consumer_group: str = ""
+    aiokafka_group: str = ""  # aiokafka in a group of its own (begin(aiokafka_alone=True)), else ""
     coordinator: int = -1
+
+    @property
+    def groups(self) -> list[str]:
+        return [g for g in (self.classic_group, self.consumer_group, self.aiokafka_group) if g]
 
     # -- set up -------------------------------------------------------------------------------------------------
 
-    def begin(self, node_id: int | None = None) -> None:
-        """Two groups coordinated by ``node_id`` (default: the second node), the producer and six members."""
+    def begin(self, node_id: int | None = None, aiokafka_alone: bool = False) -> None:
+        """The groups coordinated by ``node_id`` (default: the second node), the producer and six members.
+        ``aiokafka_alone``: the aiokafka member in a group of its own, so that what it does (a rejoin after a
+        COORDINATOR_LOAD_IN_PROGRESS, 5.1) does not rebalance the other classic members."""
         cluster = self.cluster
         self.coordinator = cluster.node_ids[1] if node_id is None else node_id
         prefix = f"cc-{self.scenario}"
-        self.classic_group, self.consumer_group = cluster.groups_on(self.coordinator, prefix, 2)
+        groups = cluster.groups_on(self.coordinator, prefix, 3 if aiokafka_alone else 2)
+        self.classic_group, self.consumer_group = groups[:2]
+        self.aiokafka_group = groups[2] if aiokafka_alone else ""
         self.producer = Producer(cluster.bootstrap)
         for name in CLASSIC:
-            self.members.append(start_member(cluster, self.tmp_path, self.classic_group, name, name))
+            group = self.aiokafka_group if name == "aiokafka" and aiokafka_alone else self.classic_group
+            self.members.append(start_member(cluster, self.tmp_path, group, name, name))
         for name in KIP848:
             self.members.append(start_member(cluster, self.tmp_path, self.consumer_group, name, "confluent", "consumer"))
         self.settle()
 
     def settle(self, timeout: float = 40.0) -> None:
         def ready() -> bool:
-            for group in (self.classic_group, self.consumer_group):
+            for group in self.groups:
                 try:
                     detail = self.cluster.group(group)
                 except ControlError:
                     return False
-                if detail.get("state") != "Stable" or len(detail.get("members", [])) != 3:
+                if detail.get("state") != "Stable" or len(detail.get("members", [])) != len(self.group_members(group)):
                     return False
             return all(m.events("committed") for m in self.members)
 
-        wait("both groups Stable with 3 members, every member committing", ready, self.seen, timeout)
+        wait("every group Stable with its members, every member committing", ready, self.seen, timeout)
         time.sleep(1.0)  # a second of steady state, so that "before" has commits of every member
 
     def seen(self) -> str:
         groups = {}
-        for group in (self.classic_group, self.consumer_group):
+        for group in self.groups:
             try:
                 detail = self.cluster.group(group)
                 groups[group] = {k: detail.get(k) for k in ("state", "generation_id", "group_epoch")}
@@ -112,7 +123,7 @@ class Run:
         return {"state": detail["state"], "generation": detail.get("generation_id"), "members": members}
 
     def snapshot(self) -> Snapshot:
-        groups = {g: self.identity(g) for g in (self.classic_group, self.consumer_group)}
+        groups = {g: self.identity(g) for g in self.groups}
         when = time.time()
         return Snapshot(when, groups, {g: self.acknowledged(g, when) for g in groups})
 
@@ -153,7 +164,7 @@ class Run:
         assert self.producer.failed == [], self.producer.failed[:5]
         ends = self.producer.ends()
         produced = {(p, o) for p, o, _ in self.producer.acknowledged}
-        for group in (self.classic_group, self.consumer_group):
+        for group in self.groups:
 
             def caught_up(group: str = group) -> bool:
                 return committed(self.cluster.bootstrap, group) == ends
@@ -165,7 +176,7 @@ class Run:
 
     def check_no_duplicate_past_commit(self) -> None:
         """No (partition, offset) consumed again after a commit past it was acknowledged."""
-        for group in (self.classic_group, self.consumer_group):
+        for group in self.groups:
             commits = sorted((when, p, o) for m in self.group_members(group) for when, c in m.commits()
                              for p, o in c.items())  # fmt: skip
             seen: set[tuple[int, int]] = set()
@@ -178,17 +189,21 @@ class Run:
                 seen.add((p, o))
             assert again == [], (group, len(again), again[:10])
 
-    def check_no_rebalance(self, snap: Snapshot, until: float | None = None) -> None:
-        """No callback after the fault, the same generation and member ids (and epochs), no fatal error."""
+    def check_no_rebalance(self, snap: Snapshot, until: float | None = None, groups: list[str] | None = None) -> None:
+        """No callback after the fault, the same generation and member ids (and epochs), no fatal error: in
+        ``groups`` (default: every group)."""
         until = time.time() if until is None else until
+        groups = self.groups if groups is None else groups
         for member in self.members:
+            if member.group not in groups:
+                continue
             moves = [e for e in member.after(snap.when, "assigned", "revoked", "lost") if e["ts"] <= until]
             assert moves == [], (member.name, moves)
             fatal = [e for e in member.events("error") if e.get("fatal")]
             assert fatal == [], (member.name, fatal)
             assert member.worker.alive, member.describe()
-        for group, before in snap.groups.items():
-            assert self.identity(group) == before, group
+        for group in groups:
+            assert self.identity(group) == snap.groups[group], group
 
     # -- what each member did --------------------------------------------------------------------------------
 
@@ -207,7 +222,7 @@ class Run:
                                   for e in member.after(snap.when, "assigned", "revoked", "lost")],
                     "commit_failed": _distinct(e["error"] for e in member.after(snap.when, "commit_failed")),
                     "poll_errors": _distinct(e["error"] for e in member.after(snap.when, "poll_error", "error")),
-                    "log": log_lines(member.stderr()),
+                    "log": log_lines(member.stderr(), snap.when),
                     **extra,
                 }
             )  # fmt: skip
@@ -247,11 +262,26 @@ def _distinct(texts: Any) -> list[str]:
     return [f"{n}x {text}" for text, n in kinds.items()]
 
 
-def log_lines(stderr: str, limit: int = 8) -> list[str]:
-    """The distinct noteworthy lines of a client's log (numbers folded), the first few of each kind."""
+def _stamp(line: str) -> float | None:
+    """When a client log line was written: Python logging's asctime (local time) or librdkafka's epoch seconds."""
+    if line.startswith("%") and line.count("|") >= 2:
+        try:
+            return float(line.split("|", 2)[1])
+        except ValueError:
+            return None
+    try:
+        return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return None
+
+
+def log_lines(stderr: str, since: float = 0.0, limit: int = 8) -> list[str]:
+    """The distinct noteworthy lines of a client's log written after ``since`` (numbers folded), with counts."""
     kinds: dict[str, tuple[str, int]] = {}
+    when = 0.0
     for line in stderr.splitlines():
-        if not _NOTEWORTHY.search(line):
+        when = _stamp(line) or when  # a line without a stamp (a traceback's) is its first line's
+        if when < since or not _NOTEWORTHY.search(line):
             continue
         key = _NUMBERS.sub("N", line.split(" ", 2)[-1] if line[:4].isdigit() else line)
         first, count = kinds.get(key, (line, 0))
