@@ -15,15 +15,13 @@ import json
 import os
 import re
 import time
-from datetime import datetime
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from broker.control.client import ControlError
-from tests.cluster.harness import (
-    CLASSIC, KIP848, PARTITIONS, TOPIC, Cluster, Member, Producer, start_member, wait,
-)  # fmt: skip
+from tests.cluster.harness import CLASSIC, KIP848, PARTITIONS, TOPIC, Cluster, Member, Producer, start_member, wait
 
 # Client log lines worth reporting: what a library says about its coordinator (or any error/warning line).
 _NOTEWORTHY = re.compile(
@@ -74,7 +72,8 @@ class Run:
             group = self.aiokafka_group if name == "aiokafka" and aiokafka_alone else self.classic_group
             self.members.append(start_member(cluster, self.tmp_path, group, name, name))
         for name in KIP848:
-            self.members.append(start_member(cluster, self.tmp_path, self.consumer_group, name, "confluent", "consumer"))
+            member = start_member(cluster, self.tmp_path, self.consumer_group, name, "confluent", "consumer")
+            self.members.append(member)
         self.settle()
 
     def settle(self, timeout: float = 40.0) -> None:
@@ -129,17 +128,17 @@ class Run:
 
     # -- checks after the fault --------------------------------------------------------------------------------
 
-    def wait_consuming_after(self, when: float, timeout: float = 30.0) -> None:
-        """Every member consumes records produced after ``when`` and has a commit acknowledged after it."""
+    def wait_consuming_after(self, when: float, timeout: float = 30.0, members: list[Member] | None = None) -> None:
+        """Every member (of ``members``) consumes records produced after ``when`` and has a commit acknowledged
+        after it."""
         assert self.producer is not None
         producer = self.producer
-
         lagging: list[str] = []
 
         def done() -> bool:
             fresh = producer.since(when)
             lagging[:] = []
-            for member in self.members:
+            for member in self.members if members is None else members:
                 got = {(e["partition"], e["offset"]) for e in member.after(when, "record")}
                 if not got & fresh:
                     lagging.append(f"{member.name}: no record produced after it")
@@ -157,14 +156,15 @@ class Run:
             below = {p: (o, now.get(p)) for p, o in acknowledged.items() if now.get(p, -1) < o}
             assert below == {}, (group, below)
 
-    def finish(self, timeout: float = 30.0) -> None:
-        """Stop the producer; every acknowledged record consumed by each group and committed to the end."""
+    def finish(self, timeout: float = 30.0, groups: list[str] | None = None) -> None:
+        """Stop the producer; every acknowledged record consumed by each group (of ``groups``) and committed to
+        the end."""
         assert self.producer is not None
         self.producer.stop()
         assert self.producer.failed == [], self.producer.failed[:5]
         ends = self.producer.ends()
         produced = {(p, o) for p, o, _ in self.producer.acknowledged}
-        for group in self.groups:
+        for group in self.groups if groups is None else groups:
 
             def caught_up(group: str = group) -> bool:
                 return committed(self.cluster.bootstrap, group) == ends
@@ -244,15 +244,14 @@ class Run:
         self.cluster.close()
 
 
-def _partitions(member: dict[str, Any]) -> list[int]:
-    found: list[int] = []
-    assignment = member.get("assignment") or member.get("assigned") or []
+def _partitions(member: dict[str, Any]) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs of a member's assignment in the control API's answer, whatever its shape:
+    {topic: [partitions]}, [{"topic", "partitions"}] or null."""
+    assignment = member.get("assignment") or {}
     if isinstance(assignment, dict):
-        assignment = assignment.get("topics") or assignment.get("partitions") or []
-    for entry in assignment:
-        if isinstance(entry, dict):
-            found += [int(p) for p in entry.get("partitions", [])]
-    return found
+        return [(str(t), int(p)) for t, ps in assignment.items() if isinstance(ps, list) for p in ps]
+    entries = [e for e in assignment if isinstance(e, dict)]
+    return [(str(e.get("topic", "")), int(p)) for e in entries for p in e.get("partitions", [])]
 
 
 def _distinct(texts: Any) -> list[str]:
