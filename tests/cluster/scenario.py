@@ -274,6 +274,16 @@ def _stamp(line: str) -> float | None:
         return None
 
 
+def log_count(stderr: str, text: str, since: float) -> int:
+    """How many lines of a client's log written after ``since`` contain ``text``."""
+    count, when = 0, 0.0
+    for line in stderr.splitlines():
+        when = _stamp(line) or when
+        if when >= since and text in line:
+            count += 1
+    return count
+
+
 def log_lines(stderr: str, since: float = 0.0, limit: int = 8) -> list[str]:
     """The distinct noteworthy lines of a client's log written after ``since`` (numbers folded), with counts."""
     kinds: dict[str, tuple[str, int]] = {}
@@ -300,4 +310,4 @@ def committed(bootstrap: str, group: str) -> dict[int, int]:
     return {p: offset for p, offset in found.items() if offset is not None}
 
 
-__all__ = ["PARTITIONS", "Run", "Snapshot", "committed", "log_lines"]
+__all__ = ["PARTITIONS", "Run", "Snapshot", "committed", "log_count", "log_lines"]

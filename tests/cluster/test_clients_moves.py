@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.harness import SESSION_MS, Cluster, Member
-from tests.cluster.scenario import Run
+from tests.cluster.scenario import Run, log_count, log_lines
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -65,6 +65,12 @@ def test_a_graceful_stop_and_a_coordinator_move_cost_no_member_its_membership(
         run.wait_consuming_after(moved.when)
         run.check_committed_not_below(moved)
         run.check_no_rebalance(snap)
+        # The Python clients say when they hear NOT_COORDINATOR: once per move (the heartbeat and a commit may both
+        # hear it), then they are at the new coordinator. librdkafka says nothing without debug=cgrp.
+        for member in run.members:
+            if member.client in ("aiokafka", "kafka-python"):
+                dead = log_count(member.stderr(), "Marking the coordinator dead", moved.when)
+                assert 1 <= dead <= 2, (member.name, log_lines(member.stderr(), moved.when))
         run.report(moved, "coordinator move", new_coordinator=third)
         run.finish()
         run.check_no_rebalance(snap)
