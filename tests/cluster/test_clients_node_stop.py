@@ -41,18 +41,15 @@ def test_killing_the_coordinator_node_and_starting_it_again_costs_no_member_its_
         snap = run.snapshot()
         stopped = time.monotonic()
         answer = cluster.stop(run.coordinator, "kill")
-        assert [c[2] for c in answer["moved_coordinators"]] and run.coordinator not in cluster.up()
-        found_s = max(
-            cluster.probe_coordinator(g, {run.coordinator}, stopped) for g in (run.classic_group, run.consumer_group)
-        )
+        assert answer["moved_coordinators"] and run.coordinator not in cluster.up()
+        found_s = max(cluster.probe_coordinator(g, {run.coordinator}, stopped) for g in run.groups)
         assert found_s < 1.0
         new = cluster.coordinator(run.classic_group)
         assert new != run.coordinator and new == cluster.coordinator(run.consumer_group)
         run.wait_consuming_after(snap.when)
         run.check_committed_not_below(snap)
         run.check_no_rebalance(snap)
-        rows = run.report(snap, "kill", find_coordinator_s=round(found_s, 3), new_coordinator=new)
-        # The members' next commit after the kill is the new coordinator's (the old one is gone).
+        run.report(snap, "kill", find_coordinator_s=round(found_s, 3), new_coordinator=new)
 
         # Item 22: the node starts again, is listed within a second, leads nothing; the groups keep consuming.
         again = run.snapshot()
@@ -70,7 +67,6 @@ def test_killing_the_coordinator_node_and_starting_it_again_costs_no_member_its_
         run.check_no_duplicate_past_commit()
     finally:
         run.close()
-    assert all(row["next_commit_s"] is not None for row in rows)
 
 
 def test_stopping_two_of_three_nodes_leaves_one_node_coordinating_and_leading_everything(
@@ -99,6 +95,7 @@ def test_stopping_two_of_three_nodes_leaves_one_node_coordinating_and_leading_ev
         run.check_no_rebalance(snap)
         run.report(snap, "two of three killed", find_coordinator_s=round(max(found), 3))
         run.finish()
+        run.check_no_rebalance(snap)
         run.check_no_duplicate_past_commit()
     finally:
         run.close()
