@@ -42,17 +42,22 @@ def test_a_graceful_stop_and_a_coordinator_move_cost_no_member_its_membership(
         run.begin()
         cluster.find_coordinator(cluster.node_ids[0], run.classic_group)  # the probe's own imports, done now
         snap = run.snapshot()
-        stopped = time.monotonic()
+        called = time.monotonic()
         answer = cluster.stop(run.coordinator, "graceful")
+        # A graceful stop moves first, then hangs up each connection once its answers are written (a parked
+        # Fetch's among them: up to its max wait), so the call itself takes a while; FindCoordinator is timed
+        # from its answer.
+        stop_call_s = time.monotonic() - called
         assert answer["moved_coordinators"]
-        found_s = max(cluster.probe_coordinator(g, {run.coordinator}, stopped) for g in run.groups)
+        found_s = max(cluster.probe_coordinator(g, {run.coordinator}, time.monotonic()) for g in run.groups)
         assert found_s < 1.0
         second = cluster.coordinator(run.classic_group)
         assert second != run.coordinator and second == cluster.coordinator(run.consumer_group)
         run.wait_consuming_after(snap.when)
         run.check_committed_not_below(snap)
         run.check_no_rebalance(snap)
-        run.report(snap, "graceful stop", find_coordinator_s=round(found_s, 3), new_coordinator=second)
+        run.report(snap, "graceful stop", find_coordinator_s=round(found_s, 3), stop_call_s=round(stop_call_s, 3),
+                   new_coordinator=second)  # fmt: skip
 
         # A move of both groups' partitions to the other running node (item 24).
         moved = run.snapshot()
