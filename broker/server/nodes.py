@@ -12,7 +12,7 @@ says all of it in events.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,10 +25,37 @@ if TYPE_CHECKING:
     from broker.events.hub import GroupEvents
     from broker.server.acceptor import Acceptor
     from broker.server.host import OpenConnection
+    from broker.storage.partition_log import PartitionLog
+    from broker.storage.topics import TopicRegistry
 
 __all__ = ["LastRunningNode", "NodeSet", "UnknownNode"]
 
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+
+
+class PartitionLogs:
+    """What the layout asks of the shared store: a partition's log end (the start of a new epoch), the epochs a
+    recovered log carries, and the stamp of a new leader's epoch on the log it appends to (Partition.makeLeader)."""
+
+    def __init__(self, topics: Callable[[], TopicRegistry]) -> None:
+        self._topics = topics
+
+    def _log(self, name: str, partition: int) -> PartitionLog | None:
+        topic = self._topics().get(name)
+        return topic.log(partition) if topic is not None else None
+
+    def end(self, name: str, partition: int) -> int:
+        log = self._log(name, partition)
+        return log.next_offset if log is not None else 0
+
+    def epochs(self, name: str, partition: int) -> list[tuple[int, int]]:
+        log = self._log(name, partition)
+        return log.epoch_starts() if log is not None else []
+
+    def stamp(self, name: str, partition: int, epoch: int) -> None:
+        log = self._log(name, partition)
+        if log is not None:
+            log.leader_epoch = epoch
 
 
 @dataclass
@@ -46,18 +73,21 @@ def make_nodes(
     events: GroupEvents,
     connections: Callable[[], set[OpenConnection]],
     now_ms: Callable[[], float],
-    topics: Callable[[], Iterable[tuple[str, int]]],
-    log_end: Callable[[str, int], int],
+    topics: Callable[[], TopicRegistry],
 ) -> NodeSet:
-    """The nodes ``settings`` ask for, node i with node id ``node_id + i``, and their layout."""
+    """The nodes ``settings`` ask for, node i with node id ``node_id + i``, and their layout over the topics
+    ``topics()`` holds (asked at each use: the registry may still be loading when the nodes are made)."""
     cluster = settings.cluster
+    logs = PartitionLogs(topics)
     layout = ClusterLayout(
         [settings.node_id + index for index in range(cluster.nodes)],
         offsets_partitions=cluster.offsets_topic_num_partitions,
         transaction_partitions=cluster.transaction_state_log_num_partitions,
         replication_factor=cluster.default_replication_factor or None,
-        topics=topics,
-        log_end=log_end,
+        topics=lambda: [(topic.name, topic.partitions) for topic in topics().all()],
+        log_end=logs.end,
+        on_elect=logs.stamp,
+        log_epochs=logs.epochs,
     )
     return NodeSet(layout, events, connections, now_ms, cluster.coordinator_load_delay_ms)
 
@@ -97,13 +127,17 @@ class NodeSet:
             return {"node_id": node_id, "moved_leaders": [], "moved_coordinators": []}
         if self.layout.running() == [node_id]:
             raise LastRunningNode(f"node {node_id} is the last running node")
-        if mode == "kill":
-            await self._drop(node, abort=True)
+        # Nothing awaits until the node is down in the layout: a request at another node (or a second stop) sees
+        # the node either running or stopped, never half stopped with its leaderships still in place.
+        closing = self._drop(node, abort=True) if mode == "kill" else []
         moves = self.layout.stop(node_id)
+        # The cause before its consequences: node_stopped, then each leader_moved, coordinator_(un)loaded.
+        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
         self._moved(moves, cause="node_stopped")
         if mode != "kill":
-            await self._drop(node, abort=False)
-        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
+            closing = self._drop(node, abort=False)
+        for acceptor in closing:
+            await acceptor.wait_closed()
         return {
             "node_id": node_id,
             "moved_leaders": [[m.topic, m.partition, m.leader] for m in moves if m.topic not in INTERNAL_TOPICS],
@@ -117,8 +151,8 @@ class NodeSet:
         for rebind in node.rebind:
             node.acceptors.append(await rebind())
         moves = self.layout.start(node_id)
-        self._moved(moves, cause="node_started")
         self._events.emit(NODE_STARTED, "", {"node_id": node_id})
+        self._moved(moves, cause="node_started")
         return {"node_id": node_id, "moved_leaders": [[m.topic, m.partition, m.leader] for m in moves]}
 
     def move_leader(self, topic: str, partition: int, node_id: int | None) -> Moved:
@@ -160,20 +194,20 @@ class NodeSet:
                  "load_delay_ms": self.load_delay_ms, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
             )  # fmt: skip
 
-    async def _drop(self, node: Node, *, abort: bool) -> None:
+    def _drop(self, node: Node, *, abort: bool) -> list[Acceptor]:
         """Close the node's listening sockets (its port refuses at once, and is free to listen on again), then
-        its connections: aborted (kill: no answer goes out) or hung up once their answers are written."""
-        for acceptor in node.acceptors:
+        its connections: aborted (kill: no answer goes out) or hung up once their answers are written. All of it
+        before the next await: the acceptors returned are the caller's to wait for."""
+        closing, node.acceptors = node.acceptors, []
+        for acceptor in closing:
             acceptor.close()
-        for acceptor in node.acceptors:
-            await acceptor.wait_closed()
-        node.acceptors.clear()
         for connection in list(self._connections()):
             if getattr(connection, "node_id", None) == node.node_id:
                 if abort:
                     connection.abort()
                 else:
                     connection.hang_up()
+        return closing
 
     def _node(self, node_id: int) -> Node:
         node = self.nodes.get(node_id)
