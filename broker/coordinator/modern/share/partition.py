@@ -337,14 +337,14 @@ class SharePartition:
                     read += size
                 first = max(batch.base_offset, self.next_offset)
                 last = batch.last_offset
-                if record_limit and not batch.is_control:
-                    last = min(last, first + budget - 1)
                 skip = batch.is_control or (
                     batch.is_transactional and any(
                         a.producer_id == batch.producer_id and a.first_offset <= batch.base_offset <= a.last_offset
                         for a in aborted
                     )
                 )  # fmt: skip
+                if record_limit and not skip:  # a skipped batch is archived whole: cut, it left a hole in flight
+                    last = min(last, first + budget - 1)
                 tail = runs[-1] if runs else None
                 contiguous = tail is not None and tail.last + 1 == first
                 if skip:  # control records and aborted data are never delivered
