@@ -323,12 +323,14 @@ class SharePartition:
                     taken.append((run.first, last, run.delivery_count))
                 index += 1
         upper = log.last_stable_offset if read_committed else log.high_watermark
-        batches: list[LoggedBatch] = []
+        redelivered = bool(taken)
+        batches: list[LoggedBatch] = []  # the new records' batches (those returned when nothing is redelivered)
         new_first = self.next_offset
         if budget > 0 and window_end == self.next_offset < upper and self.in_flight() < max_locks:
             aborted = self._aborted_ranges(log, upper) if read_committed else ()
+            lock_end = self.start_offset + max_locks  # the SPSO stays put in this loop: in flight < max_locks
             for batch in log.batches_from(self.next_offset):
-                if batch.base_offset >= upper or budget <= 0 or self.in_flight() >= max_locks:
+                if batch.base_offset >= upper or budget <= 0 or self.next_offset >= lock_end:
                     break
                 if batch.base_offset >= counted_until:  # not read yet (a batch split by record-limit mode was)
                     size = len(batch.data)
@@ -364,11 +366,14 @@ class SharePartition:
                         taken.append((first, last, 1))
                     budget -= last - first + 1
                     self.delivered += last - first + 1
+                    batches.append(batch)
                 self.next_offset = last + 1
-        # Which stored batches to return: those holding an acquired offset (redeliveries may sit far below).
+        # Which stored batches to return: those holding an acquired offset (redeliveries may sit far below; new
+        # records only: the batches just read for them).
         if taken:
             acquisition.ranges.extend((first, last) for first, last, _ in taken)
-            batches = _covering(log, taken)
+            if redelivered:
+                batches = _covering(log, taken)
             change.acquired = _ranges(taken, batch_size, batches)
         if self.next_offset > new_first:
             self._advance()  # archived offsets (markers, aborted data) may lead: the SPSO moves over them
