@@ -347,17 +347,16 @@ class SharePartition:
                 )  # fmt: skip
                 if record_limit and not skip:  # a skipped batch is archived whole: cut, it left a hole in flight
                     last = min(last, first + budget - 1)
-                tail = runs[-1] if runs else None
-                contiguous = tail is not None and tail.last + 1 == first
+                tail = runs[-1] if runs and runs[-1].last + 1 == first else None  # the run just below, if any
                 if skip:  # control records and aborted data are never delivered
-                    if contiguous and tail.state is RecordState.ARCHIVED and tail.delivery_count == 0:  # type: ignore[union-attr]
-                        tail.last = last  # type: ignore[union-attr]
+                    if tail is not None and tail.state is RecordState.ARCHIVED and tail.delivery_count == 0:
+                        tail.last = last
                     else:
                         runs.append(Run(first, last, RecordState.ARCHIVED))
                     self.archived_total += last - first + 1
                 else:  # a new batch extends the fetch's run (Kafka's InFlightBatch per acquired batch)
-                    if contiguous and tail.lock is acquisition and tail.delivery_count == 1:  # type: ignore[union-attr]
-                        tail.last = last  # type: ignore[union-attr]
+                    if tail is not None and tail.lock is acquisition and tail.delivery_count == 1:
+                        tail.last = last
                     else:
                         runs.append(Run(first, last, acquired, 1, member_id, acquisition))
                     if taken and taken[-1][1] + 1 == first and taken[-1][2] == 1:
