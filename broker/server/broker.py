@@ -235,6 +235,8 @@ class BrokerServer:
             if topics.get(name) is None:
                 topics.create(name, partitions)
         self._schedule_retention()
+        if settings.cluster.nodes > 1:  # issue 29: a coordinator move unloads and loads its groups
+            self.nodes.on_coordinators_moved = self.nodes.groups_moved_by(self.coordinator)
         for listener in self.listeners:  # contexts made while the state was pending
             listener.api.coordinator = self.coordinator
             listener.api.topics = topics

@@ -21,6 +21,7 @@ from broker.cluster.layout import ClusterLayout, LastRunningNode, Moved, Unknown
 from broker.events.names import COORDINATOR_LOADED, COORDINATOR_UNLOADED, LEADER_MOVED, NODE_STARTED, NODE_STOPPED
 
 if TYPE_CHECKING:
+    from broker.coordinator.coordinator import GroupCoordinator
     from broker.events.hub import GroupEvents
     from broker.server.acceptor import Acceptor
     from broker.server.host import OpenConnection
@@ -106,6 +107,23 @@ class NodeSet:
         return self.move_leader(topic, partition, node_id)
 
     # -- what a move does ----------------------------------------------------------------------------------------
+
+    def groups_moved_by(self, coordinator: GroupCoordinator) -> Callable[[list[Moved]], None]:
+        """The ``on_coordinators_moved`` hook of the group coordinator: the moved ``__consumer_offsets``
+        partitions are unloaded and loaded (coordinator/moves.py: parked JoinGroup/SyncGroup answered
+        NOT_COORDINATOR, fresh sessions after the load delay). ``__transaction_state`` moves need nothing but the
+        routing: the transaction coordinator's state is shared by every node, its timeouts count from each
+        transaction's start as Kafka's TransactionStateManager reloads them."""
+
+        def moved(moves: list[Moved]) -> None:
+            groups = [m for m in moves if m.topic == OFFSETS_TOPIC]
+            if groups:
+                coordinator.coordinators_moved(
+                    {m.partition for m in groups if m.leader >= 0}, self.layout.offsets_partitions,
+                    self.load_delay_ms, offline={m.partition for m in groups if m.leader < 0},
+                )  # fmt: skip
+
+        return moved
 
     def _moved(self, moves: list[Moved], cause: str) -> None:
         now = self._now_ms()
