@@ -53,6 +53,11 @@ class DurableState:
                 cluster_id=settings.cluster_id,
                 cluster_id_given="cluster_id" in settings.given,
                 fsync=self.fsync,
+                # Fixed at creation (issue 29; cluster-and-durability.md 8.1): another count refuses the start.
+                partition_counts={
+                    "offsets_topic_num_partitions": settings.cluster.offsets_topic_num_partitions,
+                    "transaction_state_log_num_partitions": settings.cluster.transaction_state_log_num_partitions,
+                },
             )
         except DataDirError as error:
             raise StartRefused(f"data directory {settings.data_dir}: {error}") from None
