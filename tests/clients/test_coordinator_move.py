@@ -1,0 +1,104 @@
+"""A real client through a coordinator move on a three-node broker (issue 29; cluster-and-durability.md 2.3, 5.1;
+checklist 24): aiokafka's consumer hears NOT_COORDINATOR, finds the new coordinator and carries on with the same
+member id and generation: no rebalance (its listener sees one assignment, no revocation), every record consumed
+once, its commits acknowledged by the new coordinator."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+
+from broker.server.broker import BrokerServer
+from broker.server.settings import ClusterConfig
+from tests.conftest import broker_settings
+
+GROUP = "moving-group"
+TOPIC = "topic"  # three partitions (broker_settings)
+
+
+class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.assigned: list[set[TopicPartition]] = []
+        self.revoked: list[set[TopicPartition]] = []
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        if revoked:
+            self.revoked.append(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.assigned.append(set(assigned))
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[BrokerServer]:
+    broker = BrokerServer(broker_settings(cluster=ClusterConfig(nodes=3)))
+    await broker.start()
+    yield broker
+    await broker.stop()
+
+
+async def produce(port: int, start: int, count: int) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{port}")
+    await producer.start()
+    try:
+        for n in range(start, start + count):
+            await producer.send_and_wait(TOPIC, f"r{n}".encode(), partition=n % 3)
+    finally:
+        await producer.stop()
+
+
+async def consume(consumer: AIOKafkaConsumer, seen: list[bytes], until: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(seen) < until:
+        assert time.monotonic() < deadline, f"consumed {len(seen)} of {until}"
+        batches = await consumer.getmany(timeout_ms=200)
+        for records in batches.values():
+            seen.extend(record.value for record in records)
+        if batches:
+            await consumer.commit()
+
+
+async def test_aiokafka_keeps_consuming_through_a_coordinator_move_without_a_rebalance(
+    cluster: BrokerServer,
+) -> None:
+    layout = cluster.nodes.layout
+    await produce(cluster.port, 0, 30)
+    listener = Listener()
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=f"127.0.0.1:{cluster.port}",
+        group_id=GROUP,
+        client_id="mover",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=200,
+    )
+    consumer.subscribe([TOPIC], listener=listener)
+    await consumer.start()
+    try:
+        seen: list[bytes] = []
+        await consume(consumer, seen, 30)
+        group = cluster.coordinator.groups[GROUP]
+        generation, (member_id,) = group.generation_id, list(group.members)
+        old = layout.group_coordinator(GROUP)
+        new = next(node for node in layout.order if node != old)
+        moved = cluster.nodes.move_coordinator("group", GROUP, new)
+        assert moved.leader == new and layout.group_coordinator(GROUP) == new
+        await asyncio.sleep(1.0)  # a few heartbeats: NOT_COORDINATOR at the old node, then the new one
+        await produce(cluster.port, 30, 30)
+        await consume(consumer, seen, 60)
+        assert sorted(seen) == sorted(f"r{n}".encode() for n in range(60))  # each once, nothing lost
+        assert listener.revoked == [] and len(listener.assigned) == 1  # no rebalance
+        group = cluster.coordinator.groups[GROUP]
+        assert (group.generation_id, list(group.members), group.state.value) == (generation, [member_id], "Stable")
+        committed = cluster.coordinator.fetch_offsets(GROUP, [(TOPIC, (0, 1, 2))])
+        assert [o.offset for _, offsets in committed.topics for o in offsets] == [20, 20, 20]
+        # The member's session is kept by heartbeats that reach the new coordinator.
+        await asyncio.sleep(1.0)
+        assert cluster.coordinator.groups[GROUP].members[member_id].last_heartbeat_ms > cluster.clock.now_ms() - 1000
+    finally:
+        await consumer.stop()
