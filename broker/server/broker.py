@@ -416,22 +416,13 @@ class BrokerServer:
     def nodes(self) -> NodeSet:
         """The nodes of this process and the verbs on them (server/nodes.py), with the cluster layout."""
         if self._nodes is None:
-            from broker.cluster.layout import ClusterLayout
-            from broker.server.nodes import NodeSet
+            from broker.server.nodes import LEADERSHIP, build_nodes
 
-            settings = self.settings
-            cluster = settings.cluster
-            layout = ClusterLayout(
-                [settings.node_id + index for index in range(cluster.nodes)],
-                offsets_partitions=cluster.offsets_topic_num_partitions,
-                transaction_partitions=cluster.transaction_state_log_num_partitions,
-                replication_factor=cluster.default_replication_factor or None,
-                topics=lambda: [(topic.name, topic.partitions) for topic in self.topics.all()],
-                log_end=self._log_end,
-            )
-            self._nodes = NodeSet(
-                layout, self.events, lambda: self.connections, self.clock.now_ms, cluster.coordinator_load_delay_ms
-            )
+            durable = None if self.durable is None else (self.durable.changes, self.durable.stored(LEADERSHIP))
+            self._nodes = build_nodes(
+                self.settings, self.events, lambda: self.connections, self.clock.now_ms,
+                lambda: [(topic.name, topic.partitions) for topic in self.topics.all()], self._log_end, durable,
+            )  # fmt: skip
         return self._nodes
 
     def _log_end(self, name: str, partition: int) -> int:

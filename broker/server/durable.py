@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from broker.config.settings import Settings
 
 if TYPE_CHECKING:
-    from broker.changes import ChangeSink
+    from broker.changes import Change, ChangeSink
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.storage.disk.datadir import DataDir
     from broker.storage.disk.segments import SegmentLog
@@ -70,6 +70,10 @@ class DurableState:
     @property
     def changes(self) -> ChangeSink:
         return self.directory.journal
+
+    def stored(self, prefix: str) -> list[Change]:
+        """What the directory holds of one kind (the cluster layout reads its leaderships at start: issue 29)."""
+        return self.directory.journal.changes(prefix)
 
     @property
     def clean_shutdown(self) -> bool:

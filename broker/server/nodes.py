@@ -12,15 +12,17 @@ says all of it in events.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from broker.changes import NULL_CHANGES, Change, ChangeSink
 from broker.cluster.hashing import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from broker.cluster.layout import ClusterLayout, LastRunningNode, Moved, UnknownNode
 from broker.events.names import COORDINATOR_LOADED, COORDINATOR_UNLOADED, LEADER_MOVED, NODE_STARTED, NODE_STOPPED
 
 if TYPE_CHECKING:
+    from broker.config.settings import Settings
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.events.hub import GroupEvents
     from broker.server.acceptor import Acceptor
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
 __all__ = ["LastRunningNode", "NodeSet", "UnknownNode"]
 
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+# A partition's leadership in a data directory (checklist 31), key (topic, partition): ClusterLayout.stored_value.
+LEADERSHIP = "cluster.leadership"
 
 
 @dataclass
@@ -59,6 +63,8 @@ class NodeSet:
         self.load_delay_ms = load_delay_ms
         # The group coordinator's hook: internal partitions that moved, (topic, partition) -> new leader.
         self.on_coordinators_moved: Callable[[list[Moved]], None] | None = None
+        # Where every leader change is kept with a data directory (checklist 31: the layout survives a restart).
+        self.changes: ChangeSink = NULL_CHANGES
 
     # -- verbs ---------------------------------------------------------------------------------------------------
 
@@ -128,6 +134,11 @@ class NodeSet:
     def _moved(self, moves: list[Moved], cause: str) -> None:
         now = self._now_ms()
         internal = [m for m in moves if m.topic in INTERNAL_TOPICS]
+        if self.changes.enabled:
+            with self.changes.atomic():  # one verb, one journal entry
+                for moved in moves:
+                    key = (moved.topic, moved.partition)
+                    self.changes.put(LEADERSHIP, key, self.layout.stored_value(moved.topic, moved.partition))
         for moved in moves:
             self._events.emit(
                 LEADER_MOVED, "",
@@ -199,3 +210,34 @@ class NodeSet:
                 TRANSACTION_TOPIC: internal(TRANSACTION_TOPIC, layout.transaction_partitions),
             },
         }
+
+
+def build_nodes(
+    settings: Settings,
+    events: GroupEvents,
+    connections: Callable[[], set[OpenConnection]],
+    now_ms: Callable[[], float],
+    topics: Callable[[], Iterable[tuple[str, int]]],
+    log_end: Callable[[str, int], int],
+    durable: tuple[ChangeSink, list[Change]] | None = None,
+) -> NodeSet:
+    """The nodes of ``serve --nodes N`` (``BrokerServer.nodes``); with a data directory (its sink and what it
+    kept of the layout), the leaderships as they were before the restart, and every later change kept."""
+    cluster = settings.cluster
+    layout = ClusterLayout(
+        [settings.node_id + index for index in range(cluster.nodes)],
+        offsets_partitions=cluster.offsets_topic_num_partitions,
+        transaction_partitions=cluster.transaction_state_log_num_partitions,
+        replication_factor=cluster.default_replication_factor or None,
+        topics=topics,
+        log_end=log_end,
+    )
+    nodes = NodeSet(layout, events, connections, now_ms, cluster.coordinator_load_delay_ms)
+    if durable is not None:
+        nodes.changes, stored = durable
+        layout.restore(
+            (str(change.key[0]), int(change.key[1]), change.value)
+            for change in stored
+            if change.kind == LEADERSHIP and change.value is not None
+        )
+    return nodes

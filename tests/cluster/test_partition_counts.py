@@ -63,3 +63,37 @@ async def test_the_broker_refuses_to_start_with_another_count(tmp_path: Path) ->
     await server.start()
     assert server.nodes.layout.offsets_partitions == 12
     await server.stop()
+
+
+async def test_the_layout_survives_a_restart(tmp_path: Path) -> None:
+    """Checklist 31: leaders as they were, epochs and epoch caches not reset; a restart starts every node."""
+    settings = broker_settings(data_dir=str(tmp_path / "data"), cluster=ClusterConfig(nodes=3))
+    server = BrokerServer(settings)
+    await server.start()
+    nodes = server.nodes
+    order = nodes.layout.order
+    nodes.move_leader("topic", 0, order[2])
+    nodes.move_coordinator("group", "my-group", order[1])
+    await nodes.stop(order[0], "graceful")  # everything node 0 led moves on
+    before = {
+        key: (leadership.leader, leadership.epoch, list(leadership.epochs))
+        for key, leadership in nodes.layout._leaderships.items()
+        if leadership.epoch > 0
+    }
+    assert ("topic", 0) in before and ("__consumer_offsets", nodes.layout.group_partition("my-group")) in before
+    await server.abandon()  # as a SIGKILL leaves it
+    again = BrokerServer(settings)
+    await again.start()
+    try:
+        layout = again.nodes.layout
+        assert all(layout.up.values())
+        after = {key: (layout.leadership(*key).leader, layout.leadership(*key).epoch,
+                       list(layout.leadership(*key).epochs)) for key in before}  # fmt: skip
+        assert after == before
+        assert layout.group_coordinator("my-group") == order[1]
+        assert layout.leadership("topic", 0).leader == order[2]
+        # Untouched partitions start as a fresh layout places them.
+        untouched = next(p for p in range(50) if ("__transaction_state", p) not in before)
+        assert layout.leadership("__transaction_state", untouched).epoch == 0
+    finally:
+        await again.stop()
