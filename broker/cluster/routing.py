@@ -18,8 +18,8 @@ from broker.cluster.layout import ClusterLayout
 from protocol.apis import ApiKey
 
 # The requests the group coordinator serves, routed by the group id they name (KafkaApis hands them to the
-# GroupCoordinator; CoordinatorRuntime answers NOT_COORDINATOR for a partition it does not host). A request naming
-# several groups (DescribeGroups, OffsetFetch v8+) is routed by its first: clients batch them by coordinator.
+# GroupCoordinator; CoordinatorRuntime answers NOT_COORDINATOR for a partition it does not host). Those naming
+# several groups are answered per group instead (``PER_GROUP``).
 GROUP_KEYED: frozenset[int] = frozenset(
     {
         ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT,
