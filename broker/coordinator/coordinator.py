@@ -160,7 +160,7 @@ class GroupCoordinator:
             classic.groups
         )  # every classic group by id: the Heartbeat hot path reads it
         self._extend_session = classic.extend_session  # bound once: the Heartbeat hot path calls it
-        self._moves = PartitionMoves(registry, classic, sessions, consumer, self.share.groups)
+        self._moves = PartitionMoves(registry, classic, sessions, rebalancer, consumer, self.share.groups)
 
     @property
     def failed_operations(self) -> int:

@@ -27,8 +27,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.cluster.hashing import partition_for
 from broker.coordinator.classic import durable as classic_durable
+from broker.coordinator.classic.events import Cause
 from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.groups import ClassicGroups
+from broker.coordinator.classic.rebalance import Rebalancer
 from broker.coordinator.classic.sessions import Sessions
 from broker.coordinator.classic.state import DEAD, EMPTY, STABLE
 from broker.coordinator.messages import JoinResult, SyncResult
@@ -51,12 +53,14 @@ class PartitionMoves:
         registry: GroupRegistry,
         classic: ClassicGroups,
         sessions: Sessions,
+        rebalancer: Rebalancer,
         consumer: ConsumerGroups,
         share: ShareGroups,
     ) -> None:
         self._registry = registry
         self._classic = classic
         self._sessions = sessions
+        self._rebalancer = rebalancer
         self._consumer = consumer
         self._share = share
         self._purgatory = classic.purgatory
@@ -165,7 +169,8 @@ class PartitionMoves:
 
     def load(self, partitions: Iterable[int], partition_count: int) -> None:
         """Every member of the partitions' groups gets a fresh session with its full timeout, and a consumer
-        member revoking partitions a fresh rebalance timer (K§7.7)."""
+        member revoking partitions a fresh rebalance timer (K§7.7); a classic group over ``group.max.size``
+        rebalances at once, so that its members can commit before it is trimmed (onLoaded)."""
         registry = self._registry
         for group_id in self.groups_of(partitions, partition_count):
             classic = registry.classic_groups.get(group_id)
@@ -173,6 +178,10 @@ class PartitionMoves:
                 if not classic.is_in(DEAD):
                     for classic_member in classic.members.values():
                         self._sessions.start(classic, classic_member, classic_member.session_timeout_ms)
+                    max_size = self._classic.config.max_size
+                    if len(classic.members) > max_size and classic.can_rebalance:
+                        reason = f"freshly-loaded group {group_id} is over capacity {max_size}"
+                        self._rebalancer.prepare(classic, Cause("over_capacity", None, reason))
                 continue
             consumer = registry.consumer_groups.get(group_id)
             if consumer is not None:

@@ -9,6 +9,8 @@ GroupMetadata record says, its parked JoinGroups and SyncGroups answered NOT_COO
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from broker.cluster.hashing import partition_for
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.messages import LeavingMember
@@ -225,3 +227,14 @@ def test_share_group_members_get_fresh_sessions() -> None:
     h.advance(SHARE_SESSION_MS - 1)
     assert "s1" in h.sgroup().members and h.sgroup().group_epoch == epoch
     assert h.sassigned("s1") == {"t": {0}}
+
+
+def test_a_group_over_its_max_size_rebalances_when_loaded() -> None:
+    """onLoaded: a group larger than group.max.size (the setting was lowered) prepares a rebalance at once."""
+    h = Harness()
+    _, follower, _ = h.stable_group(3)
+    h.coordinator.config = replace(h.config, max_size=2)
+    move(h)
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    generation = h.group().generation_id
+    assert h.heartbeat(follower, generation) is E.rebalance_in_progress
