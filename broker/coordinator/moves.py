@@ -139,6 +139,7 @@ class PartitionMoves:
     def _reload(self, group: ClassicGroup) -> None:
         """The group as its last GroupMetadata record says (the rebalance in flight forgotten, as a replay forgets
         it: cluster-and-durability.md 2.3), in place; without a record, an Empty group if it has offsets."""
+        state_before = group.state
         before = (group.state.value, group.generation_id, len(group.members))
         record = group.record
         group.forget_members()
@@ -158,6 +159,9 @@ class PartitionMoves:
             if not group.members:
                 group.subscribed_topics = frozenset()
             group.stored()
+        # Not a transition of the state table (Kafka's group went Dead and a new one was replayed): the event says
+        # where the group was and where it is, so that whoever follows the states stays right.
+        group.previous_state = state_before
         self._classic.events.state_changed(group)
         self._log.info(
             "group reloaded from its last record by a coordinator move",

@@ -10,9 +10,11 @@ GroupMetadata record says, its parked JoinGroups and SyncGroups answered NOT_COO
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from broker.cluster.hashing import partition_for
 from broker.coordinator.classic.state import GroupState
+from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.messages import LeavingMember
 from broker.coordinator.modern.types import MemberState
 from broker.timing.keys import heartbeat_key
@@ -238,3 +240,29 @@ def test_a_group_over_its_max_size_rebalances_when_loaded() -> None:
     assert h.state() is GroupState.PREPARING_REBALANCE
     generation = h.group().generation_id
     assert h.heartbeat(follower, generation) is E.rebalance_in_progress
+
+
+
+class Recorded:
+    """The coordinator's events, kept (a ``GroupEvents``)."""
+
+    wants_debug = False
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, dict[str, Any]]] = []
+
+    def emit(self, event: str, group_id: str, fields: dict[str, Any], *, debug: bool = False) -> None:
+        self.events.append((event, group_id, fields))
+
+
+def test_the_reload_is_announced_from_the_state_the_group_was_in() -> None:
+    h = Harness()
+    recorded = Recorded()
+    h.coordinator = GroupCoordinator(h.config, h.clock, h.purgatory, events=recorded)
+    leader, _ = h.stable_group(2)
+    generation = h.group().generation_id
+    h.join(leader)
+    recorded.events.clear()
+    move(h)
+    changes = [fields for event, _, fields in recorded.events if event == "state_changed"]
+    assert changes == [{"from": "PreparingRebalance", "to": "Stable", "generation_id": generation}]
