@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
+from broker.coordinator.messages import CommitRequest, PartitionCommit
 from broker.server.broker import BrokerServer
 from broker.server.settings import ClusterConfig
 from tests.conftest import broker_settings
@@ -39,6 +40,11 @@ async def cluster() -> AsyncIterator[BrokerServer]:
     await broker.start()
     yield broker
     await broker.stop()
+
+
+def commit_request(group_id: str) -> CommitRequest:
+    """A simple consumer's commit (generation -1): the group exists, Empty, with one offset."""
+    return CommitRequest(group_id=group_id, topics=((TOPIC, (PartitionCommit(0, 1),)),), generation_id=-1, member_id="")
 
 
 async def produce(port: int, start: int, count: int) -> None:
@@ -102,3 +108,24 @@ async def test_aiokafka_keeps_consuming_through_a_coordinator_move_without_a_reb
         assert cluster.coordinator.groups[GROUP].members[member_id].last_heartbeat_ms > cluster.clock.now_ms() - 1000
     finally:
         await consumer.stop()
+
+
+async def test_aiokafka_admin_lists_every_group_once_across_the_nodes(cluster: BrokerServer) -> None:
+    """ListGroups asked of every node (aiokafka's list_consumer_groups does), merged: each group once, and
+    per node the groups it coordinates (spec 1.2)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    layout = cluster.nodes.layout
+    groups = [f"listed-{n}" for n in range(12)]
+    for group_id in groups:
+        cluster.coordinator.commit_offsets(commit_request(group_id))
+    admin = AIOKafkaAdminClient(bootstrap_servers=f"127.0.0.1:{cluster.port}")
+    await admin.start()
+    try:
+        listed = [group_id for group_id, _ in await admin.list_consumer_groups()]
+        assert sorted(listed) == sorted(groups)
+        for node_id in layout.order:
+            mine = [group_id for group_id, _ in await admin.list_consumer_groups(broker_ids=[node_id])]
+            assert sorted(mine) == sorted(g for g in groups if layout.group_coordinator(g) == node_id)
+    finally:
+        await admin.close()
