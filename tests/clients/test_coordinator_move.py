@@ -129,3 +129,67 @@ async def test_aiokafka_admin_lists_every_group_once_across_the_nodes(cluster: B
             assert sorted(mine) == sorted(g for g in groups if layout.group_coordinator(g) == node_id)
     finally:
         await admin.close()
+
+
+def test_librdkafka_consumer_protocol_keeps_its_epoch_through_a_coordinator_move() -> None:
+    """Spec 5.2 and checklist 24 with ``group.protocol=consumer`` (confluent-kafka, librdkafka): NOT_COORDINATOR at
+    the old node, a full heartbeat at the new one, and the member keeps its id, epoch and partitions (no fatal
+    error, no revocation); every record is consumed once."""
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    from broker.testing.embedded import run_broker
+
+    group_config = {"consumer_session_timeout_ms": 6000, "consumer_min_session_timeout_ms": 1000,
+                    "consumer_heartbeat_interval_ms": 250, "consumer_min_heartbeat_interval_ms": 100}  # fmt: skip
+    with run_broker(topics={TOPIC: 3}, group=group_config, cluster=ClusterConfig(nodes=3)) as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+
+        def produce_some(start: int) -> None:
+            for n in range(start, start + 30):
+                producer.produce(TOPIC, f"r{n}".encode(), partition=n % 3)
+            assert producer.flush(10) == 0
+
+        revoked: list[object] = []
+        errors: list[KafkaError] = []
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap, "group.id": GROUP, "group.protocol": "consumer",
+                "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                "error_cb": errors.append,
+            }
+        )  # fmt: skip
+        consumer.subscribe([TOPIC], on_revoke=lambda _consumer, partitions: revoked.append(partitions))
+        seen: list[bytes] = []
+
+        def consume(until: int) -> None:
+            deadline = time.monotonic() + 20
+            while len(seen) < until:
+                assert time.monotonic() < deadline, f"consumed {len(seen)} of {until}"
+                for message in consumer.consume(num_messages=100, timeout=0.2):
+                    assert message.error() is None, message.error()
+                    seen.append(message.value())
+            consumer.commit(asynchronous=False)
+
+        try:
+            produce_some(0)
+            consume(30)
+
+            server = broker.server
+            assert server is not None
+            layout = server.nodes.layout
+
+            def member() -> tuple[str, int, int]:
+                ((member_id, state),) = server.coordinator.consumer_groups[GROUP].members.items()
+                return member_id, state.member_epoch, layout.group_coordinator(GROUP)
+
+            member_id, epoch, old = broker.call(member)
+            new = next(n for n in layout.order if n != old)
+            broker.call(lambda: server.nodes.move_coordinator("group", GROUP, new))
+            time.sleep(1.5)  # heartbeats: NOT_COORDINATOR, FindCoordinator, a full heartbeat at the new node
+            produce_some(30)
+            consume(60)
+            assert broker.call(member) == (member_id, epoch, new)
+            assert sorted(seen) == sorted(f"r{n}".encode() for n in range(60))
+            assert revoked == [] and not [e for e in errors if e.fatal()]
+        finally:
+            consumer.close()
