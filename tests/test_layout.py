@@ -30,6 +30,9 @@ RANKS: dict[str, int] = {
     "broker.timing": 1,
     "broker.re2_pattern": 1,  # RE2 loaded on first use, for KIP-848 subscriptions and ListTransactions v2
     "broker.changes": 1,  # the durable-change contract (issue 27): coordinator/, storage/, transactions/ put to it
+    # Several nodes (issue 29): partitionFor, the node layout and a node's routing; pure, imported by the coordinator
+    # (which groups a moved partition holds), the API layer and the server.
+    "broker.cluster": 1,
     "broker.events": 2,
     "broker.coordinator": 3,
     "broker.storage": 3,
