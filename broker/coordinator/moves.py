@@ -92,23 +92,31 @@ class PartitionMoves:
 
     def unload(self, partitions: Iterable[int], partition_count: int) -> None:
         partitions = list(partitions)
+        if not partitions:
+            return
         for partition in partitions:
             self._purgatory.cancel(coordinator_load_key(partition))  # a load still pending from an earlier move
-        registry = self._registry
         for group_id in self.groups_of(partitions, partition_count):
-            classic = registry.classic_groups.get(group_id)
-            if classic is not None:
-                self._unload_classic(classic)
-                continue
-            consumer = registry.consumer_groups.get(group_id)
-            if consumer is not None:
-                for member in consumer.members.values():
-                    self._consumer.cancel_timers(consumer, member)
-                continue
-            share = registry.share_groups.get(group_id)
-            if share is not None:
-                for member_id in share.members:
-                    self._purgatory.cancel(share_session_key(group_id, member_id))
+            try:
+                self._unload_group(group_id)
+            except Exception as error:
+                self._failed(group_id, "its unload", error)
+
+    def _unload_group(self, group_id: str) -> None:
+        registry = self._registry
+        classic = registry.classic_groups.get(group_id)
+        if classic is not None:
+            self._unload_classic(classic)
+            return
+        consumer = registry.consumer_groups.get(group_id)
+        if consumer is not None:
+            for member in consumer.members.values():
+                self._consumer.cancel_timers(consumer, member)
+            return
+        share = registry.share_groups.get(group_id)
+        if share is not None:
+            for member_id in share.members:
+                self._purgatory.cancel(share_session_key(group_id, member_id))
 
     def _unload_classic(self, group: ClassicGroup) -> None:
         """onUnloaded: parked JoinGroups and SyncGroups answered NOT_COORDINATOR with the member's id, every timer
@@ -175,26 +183,42 @@ class PartitionMoves:
         """Every member of the partitions' groups gets a fresh session with its full timeout, and a consumer
         member revoking partitions a fresh rebalance timer (K§7.7); a classic group over ``group.max.size``
         rebalances at once, so that its members can commit before it is trimmed (onLoaded)."""
-        registry = self._registry
         for group_id in self.groups_of(partitions, partition_count):
-            classic = registry.classic_groups.get(group_id)
-            if classic is not None:
-                if not classic.is_in(DEAD):
-                    for classic_member in classic.members.values():
-                        self._sessions.start(classic, classic_member, classic_member.session_timeout_ms)
-                    max_size = self._classic.config.max_size
-                    if len(classic.members) > max_size and classic.can_rebalance:
-                        reason = f"freshly-loaded group {group_id} is over capacity {max_size}"
-                        self._rebalancer.prepare(classic, Cause("over_capacity", None, reason))
-                continue
-            consumer = registry.consumer_groups.get(group_id)
-            if consumer is not None:
-                for member in consumer.members.values():
-                    self._consumer.extend_session(consumer, member)
-                    if member.state is MemberState.UNREVOKED_PARTITIONS:
-                        self._consumer.track_revocation(consumer, member, rewritten=True)
-                continue
-            share = registry.share_groups.get(group_id)
-            if share is not None:
-                for share_member in share.members.values():
-                    self._share.arm_session(share, share_member)
+            try:
+                self._load_group(group_id)
+            except Exception as error:
+                self._failed(group_id, "its load", error)
+
+    def _failed(self, group_id: str, operation: str, error: Exception) -> None:
+        """A group whose unload or load raised (a coordinator bug): a classic one starts over Empty with its parked
+        answers given (``ClassicGroups.fail``), any other is logged and counted; the other groups still move."""
+        if group_id in self._registry.classic_groups:
+            self._classic.fail(group_id, operation, error)
+        else:
+            self._consumer.failures += 1
+            self._log.error("group move failed", group_id=group_id, operation=operation, exc_info=error)
+
+    def _load_group(self, group_id: str) -> None:
+        registry = self._registry
+        classic = registry.classic_groups.get(group_id)
+        if classic is not None:
+            if classic.is_in(DEAD):
+                return
+            for classic_member in classic.members.values():
+                self._sessions.start(classic, classic_member, classic_member.session_timeout_ms)
+            max_size = self._classic.config.max_size
+            if len(classic.members) > max_size and classic.can_rebalance:
+                reason = f"freshly-loaded group {group_id} is over capacity {max_size}"
+                self._rebalancer.prepare(classic, Cause("over_capacity", None, reason))
+            return
+        consumer = registry.consumer_groups.get(group_id)
+        if consumer is not None:
+            for member in consumer.members.values():
+                self._consumer.extend_session(consumer, member)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._consumer.track_revocation(consumer, member, rewritten=True)
+            return
+        share = registry.share_groups.get(group_id)
+        if share is not None:
+            for share_member in share.members.values():
+                self._share.arm_session(share, share_member)

@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from broker.cluster.hashing import partition_for
+from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.classic.state import GroupState
 from broker.coordinator.coordinator import GroupCoordinator
 from broker.coordinator.messages import LeavingMember
@@ -266,3 +269,25 @@ def test_the_reload_is_announced_from_the_state_the_group_was_in() -> None:
     move(h)
     changes = [fields for event, _, fields in recorded.events if event == "state_changed"]
     assert changes == [{"from": "PreparingRebalance", "to": "Stable", "generation_id": generation}]
+
+
+def test_a_group_whose_unload_raises_starts_over_and_the_others_still_move(monkeypatch: pytest.MonkeyPatch) -> None:
+    h = Harness()
+    leader, _ = h.stable_group(2)
+    other_leader, _ = h.stable_group(2, group_id=OTHER)
+    rejoins = [h.join(leader), h.join(other_leader, group_id=OTHER)]
+    moves = h.coordinator._moves
+    real = moves._unload_classic
+
+    def unload(group: ClassicGroup) -> None:
+        if group.group_id == GROUP:
+            raise RuntimeError("a coordinator bug")
+        real(group)
+
+    monkeypatch.setattr(moves, "_unload_classic", unload)
+    h.coordinator.coordinators_moved(
+        {partition_for(GROUP, PARTITIONS), partition_for(OTHER, PARTITIONS)}, PARTITIONS
+    )
+    assert rejoins[0].value.error is E.unknown_server_error and h.state() is GroupState.EMPTY  # ClassicGroups.fail
+    assert rejoins[1].value.error is E.not_coordinator and h.state(OTHER) is GroupState.STABLE
+    assert h.coordinator.failed_operations == 1
