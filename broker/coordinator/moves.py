@@ -152,13 +152,13 @@ class PartitionMoves:
         record = group.record
         group.forget_members()
         group.new_member_added = False
+        if record is None and not group.offsets:
+            self._log.info("group forgotten by a coordinator move: it had no record", group_id=group.group_id)
+            self._classic.delete(group, "its coordinator moved before its first generation was stored")
+            return
         group.previous_state, group.state = DEAD, EMPTY  # replay: as stored, not a transition
         group.state_timestamp_ms = self._classic.clock.now_ms()
         if record is None:
-            if not group.offsets:
-                self._log.info("group forgotten by a coordinator move: it had no record", group_id=group.group_id)
-                self._classic.delete(group, "its coordinator moved before its first generation was stored")
-                return
             group.generation_id = 0
             group.protocol_type = group.protocol_name = None
             group.subscribed_topics = frozenset()
