@@ -23,8 +23,17 @@ from tests.wire.cluster_client import (
     join_request,
     stable_pair,
     sync_request,
+    txn_on,
 )
 from tests.wire.test_consumer_group_api import assigned, heartbeat, join, topic_id
+from tests.wire.test_transactions_api import (
+    add_partitions_request,
+    end_request,
+    init,
+    partition_errors,
+    produce_txn,
+    txn_batch,
+)
 
 __all__ = ["cluster"]
 
@@ -125,3 +134,31 @@ async def test_the_load_delay_answers_coordinator_load_in_progress_then_serves(
     assert time.monotonic() - started >= 0.39
     member = cluster.coordinator.groups[group].members[leader]
     assert member.expiry is not None and member.expiry.due_ms > cluster.clock.now_ms() + 9_000
+
+
+async def test_a_transaction_completes_at_the_new_coordinator_after_its_node_stops(
+    cluster: BrokerServer, opened: list[WireClient]
+) -> None:
+    """Checklist 30: the transaction coordinator's node is killed mid-transaction; its ``__transaction_state``
+    partition moves (the state is shared: nothing but the routing changes), the old node is gone, the producer's
+    EndTxn at the new coordinator commits, and the partition gets its COMMIT marker."""
+    node = cluster.nodes.layout.order[0]
+    tid = txn_on(cluster, node)
+    at_old = await connect_to(cluster, node, opened)
+    pid, epoch = await init(at_old, tid)
+    added = await at_old.call(add_partitions_request(3, tid, pid, epoch, ("topic", 0)))
+    assert partition_errors(added) == {("topic", 0): E.none}
+    written = await produce_txn(at_old, 9, tid, 0, txn_batch(pid, epoch, count=3))
+    assert written.error_code is E.none
+    await cluster.nodes.stop(node)
+    new = cluster.nodes.layout.transaction_coordinator(tid)
+    assert new != node
+    at_new = await connect_to(cluster, new, opened)
+    assert (await at_new.call(end_request(3, tid, pid, epoch, True))).error_code is E.none
+    log = cluster.topics.get("topic").log(0)  # type: ignore[union-attr]
+    assert log is not None
+    deadline = time.monotonic() + 5
+    while log.last_stable_offset < log.next_offset:  # the COMMIT marker written
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+    assert log.next_offset == 4  # three records and the marker
