@@ -178,7 +178,8 @@ async def test_list_groups_while_a_partition_loads(cluster: BrokerServer, opened
 async def test_requests_naming_several_groups_answer_per_group(
     cluster: BrokerServer, opened: list[WireClient]
 ) -> None:
-    """DescribeGroups, DeleteGroups, OffsetFetch v8 and ConsumerGroupDescribe: a group another node coordinates
+    """DescribeGroups, DeleteGroups, OffsetFetch v8, ConsumerGroupDescribe, ShareGroupDescribe and
+    DescribeShareGroupOffsets: a group another node coordinates
     gets NOT_COORDINATOR in its own entry, whichever place it has in the request; the others are served."""
     home, away = cluster.nodes.layout.order[0], cluster.nodes.layout.order[1]
     mine, theirs = group_on(cluster, home), group_on(cluster, away)
@@ -198,6 +199,17 @@ async def test_requests_naming_several_groups_answer_per_group(
         described = await client.call(consumer_describe(0, *names))
         codes = {g.group_id: g.error_code for g in described.groups}
         assert codes == {theirs: E.not_coordinator, mine: E.group_id_not_found}
+        described = await client.call(
+            request(ApiKey.SHARE_GROUP_DESCRIBE, 1, group_ids=names, include_authorized_operations=False)
+        )
+        codes = {g.group_id: g.error_code for g in described.groups}
+        assert codes == {theirs: E.not_coordinator, mine: E.group_id_not_found}
+        api = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
+        offsets = await client.call(
+            request(api, 1, groups=tuple(part(api, 1, "DescribeShareGroupOffsetsRequestGroup", group_id=g,
+                                              topics=None) for g in names))
+        )  # fmt: skip
+        assert {g.group_id: g.error_code for g in offsets.groups}[theirs] is E.not_coordinator
     deleted = await client.call(request(ApiKey.DELETE_GROUPS, 2, groups_names=(theirs, mine)))
     assert [(r.group_id, r.error_code) for r in deleted.results] == [(theirs, E.not_coordinator), (mine, E.none)]
 
