@@ -422,6 +422,7 @@ class BrokerServer:
             self._nodes = build_nodes(
                 self.settings, self.events, lambda: self.connections, self.clock.now_ms,
                 lambda: [(topic.name, topic.partitions) for topic in self.topics.all()], self._log_end, durable,
+                self.purgatory,
             )  # fmt: skip
         return self._nodes
 
