@@ -72,6 +72,7 @@ from broker.coordinator.modern.consumer.referee import RefereedEventLog
 from broker.coordinator.modern.consumer.restore import consumer_records
 from broker.coordinator.modern.share.service import ShareCoordinator
 from broker.coordinator.modern.types import StaticCatalog, TopicCatalog
+from broker.coordinator.moves import PartitionMoves
 from broker.coordinator.offset_store import OffsetStore
 from broker.coordinator.offsets.manager import OffsetManager, rejected_commit
 from broker.coordinator.registry import GroupRegistry, WrongGroupType
@@ -159,6 +160,7 @@ class GroupCoordinator:
             classic.groups
         )  # every classic group by id: the Heartbeat hot path reads it
         self._extend_session = classic.extend_session  # bound once: the Heartbeat hot path calls it
+        self._moves = PartitionMoves(registry, classic, sessions, rebalancer, consumer, self.share.groups)
 
     @property
     def failed_operations(self) -> int:
@@ -496,6 +498,14 @@ class GroupCoordinator:
         self._consumer.unload_all()
         self.share.shutdown()
         self._offsets.clear()
+
+    def coordinators_moved(
+        self, partitions: Iterable[int], partition_count: int, load_delay_ms: int = 0, offline: Iterable[int] = ()
+    ) -> None:
+        """Issue 29: these ``__consumer_offsets`` partitions (of ``partition_count``) changed leader. Kafka's unload
+        on the old node and load on the new one, for every group hashed to them (``moves.py``); ``offline`` ones
+        lost their leader and are only unloaded."""
+        self._moves.moved(partitions, partition_count, load_delay_ms, offline)
 
     # -- durable state (issue 27, cluster-and-durability.md 2.3 and 3.1) --------------------------------------
 

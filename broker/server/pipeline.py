@@ -380,7 +380,7 @@ class RequestPipeline:
             # share.version 0: Kafka's KafkaApis answers each share API UNSUPPORTED_VERSION in its own shape.
             return unsupported_version_answer(request.api_key, request.api_version, request.body)
         route = self._api.route
-        if route is not None and route.keyed(request.api_key):
+        if route is not None and route.keyed(request.api_key, request.api_version):
             named = request_identity(request.api_key, request.body)
             routed = route.request_error(request.api_key, named.group_id, named.transactional_id)
             if routed is not None:
