@@ -6,6 +6,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
@@ -14,6 +16,7 @@ from broker.coordinator.modern.share.messages import ShareHeartbeatResult
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import decode_request, encode_response
 from protocol.consumer_heartbeat import decode_share_steady, decode_steady, encode_steady_answer
+from protocol.errors import MalformedRequest
 from tests.wire.client import WireClient, request
 
 API = ApiKey.SHARE_GROUP_HEARTBEAT
@@ -97,3 +100,31 @@ def test_encodes_what_the_handler_and_kio_encode(member_id: str, interval: int) 
     fast = encode_steady_answer(99, member_id.encode(), 12, interval)
     assert fast == encode_response(API, 1, 99, heartbeat_answer(1, result))
     assert fast == encode_response(API, 1, 99, heartbeat_response(1, result))
+
+
+@settings(derandomize=True, max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_mutated_steady_beat_never_raises_and_agrees_with_the_generic_path(data: st.DataObject) -> None:
+    """Bytes changed and cut anywhere: the decoder answers None or exactly what kio reads, a steady beat."""
+    frame = frame_of()
+    edits = data.draw(st.lists(st.tuples(st.integers(0, len(frame) - 1), st.integers(0, 255)), max_size=3))
+    changed = bytearray(frame[: data.draw(st.integers(0, len(frame)))] if data.draw(st.booleans()) else frame)
+    for position, value in edits:
+        if position < len(changed):
+            changed[position] = value
+    fast = decode_share_steady(bytes(changed))  # must not raise, whatever the bytes
+    if fast is None:
+        return
+    try:
+        generic = decode_request(bytes(changed))
+    except MalformedRequest as error:
+        # A client id that is not UTF-8: the pipeline refuses it before the fast path answers (_learn_client_id).
+        assert "InvalidUnicode" in str(error), error
+        return
+    _, correlation_id, client_id, group_id, member_id, _, epoch = fast
+    body = generic.body
+    assert (generic.api_key, generic.api_version, correlation_id, client_id.decode()) == (
+        API, 1, generic.correlation_id, generic.client_id,
+    )  # fmt: skip
+    assert (group_id, member_id, epoch) == (body.group_id, body.member_id, body.member_epoch)
+    assert body.rack_id is None and body.subscribed_topic_names is None and epoch > 0

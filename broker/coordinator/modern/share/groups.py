@@ -124,13 +124,16 @@ class ShareGroups:
     def heartbeat_interval_ms(self, group_id: str) -> int:
         return self.group_configs.int_value(group_id, HEARTBEAT_INTERVAL)
 
-    def arm_session(self, group: ShareGroup, member: ShareMember) -> None:
-        timeout_ms = self.session_timeout_ms(group.group_id)
+    def arm_session(self, group: ShareGroup, member: ShareMember, timeout_ms: int | None = None) -> None:
+        """(Re-)arm the member's session: ``timeout_ms``, or the group's ``share.session.timeout.ms``."""
+        if timeout_ms is None:
+            timeout_ms = self.session_timeout_ms(group.group_id)
         member.last_heartbeat_ms = self.clock.now_ms()
         session = member.session
         # Every heartbeat moves the deadline: in place while it is armed with the same timeout (the action names it).
-        same = session is not None and member.session_timeout_ms == timeout_ms
-        if same and session is not None and self.purgatory.postpone(session, timeout_ms):
+        if session is not None and member.session_timeout_ms == timeout_ms and (
+            self.purgatory.postpone(session, timeout_ms)
+        ):
             return
         group_id, member_id = group.group_id, member.member_id
         member.session = self.purgatory.schedule(
@@ -274,8 +277,13 @@ class ShareGroups:
             or member.client_host != client_host
         ):
             return None
-        self.arm_session(group, member)
-        return self.heartbeat_interval_ms(group_id)
+        configs = self.group_configs
+        if group_id in configs.overrides:
+            self.arm_session(group, member)
+            return self.heartbeat_interval_ms(group_id)
+        config = configs.config  # no configs of its own: the broker's settings, as ``GroupConfigs.int_value`` reads
+        self.arm_session(group, member, config.share_session_timeout_ms)
+        return config.share_heartbeat_interval_ms
 
     def _leave(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
         group = self.groups.get(request.group_id)
