@@ -149,6 +149,7 @@ class GroupCoordinator:
             config, self.group_configs, self.clock, self.purgatory, self.topics, self.events, self.log, registry,
             changes=changes,
         )  # fmt: skip
+        self._share_steady = self.share.heartbeat_steady  # bound once: the share-heartbeat hot path calls it
         self._offsets = OffsetManager(
             classic, {GroupType.CLASSIC: classic, GroupType.CONSUMER: consumer, GroupType.SHARE: self.share.groups}
         )
@@ -291,6 +292,13 @@ class GroupCoordinator:
             self._consumer.failures += 1
             self.log.exception("ConsumerGroupHeartbeat failed", group_id=group_id, member_id=member_id)
             return None
+
+    def share_heartbeat_steady(
+        self, group_id: str, member_id: str, epoch: int, client_id: str, client_host: str
+    ) -> int | None:
+        """ShareGroupHeartbeat's hot path (``ShareCoordinator.heartbeat_steady``): a member's steady beat at its
+        current epoch. The interval to answer with, or None when the full ``share.heartbeat`` must handle it."""
+        return self._share_steady(group_id, member_id, epoch, client_id, client_host)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         """One entry of ConsumerGroupDescribe (section 9.3)."""
