@@ -25,7 +25,6 @@ acknowledged after the broker answered the action, and ``all_committed_ms``, the
 from __future__ import annotations
 
 import argparse
-import contextlib
 import random
 import time
 from collections.abc import Callable
@@ -152,8 +151,10 @@ class ClusterChaos:
     # -- the actions
 
     def _announce(self, control: ClusterControl, group: str, action: str, note: str, **fields: Any) -> None:
-        with contextlib.suppress(ControlError):  # the action goes ahead: only its mark in the event log is missing
+        try:
             control.chaos_action(group, action, note=note, **fields)
+        except ControlError as error:  # the action goes ahead: only its mark in the event log is missing
+            self.notes.append(f"{note} was not recorded as an event: {error}")
 
     def _record(self, action: str, node_id: int, at: float, **fields: Any) -> Action:
         assert self.started is not None
@@ -179,8 +180,8 @@ class ClusterChaos:
         self.starts[node_id] = time.time() + self.restart_after
         moved = len(answer.get("moved_leaders", [])) + len(answer.get("moved_coordinators", []))
         style = "red" if mode == "kill" else "yellow"
-        say(f"node stop #{self.stops}: [{style}]{mode}[/{style}] node {node_id} (the coordinator; {moved} leaders "
-            "moved)")
+        say(f"node stop #{self.stops}: [{style}]{mode}[/{style}] node {node_id} (the coordinator; {moved} partitions "
+            "changed leader)")
 
     def _start(self, control: ClusterControl, group: str, node_id: int, say: Callable[[str], None]) -> None:
         self._announce(control, group, START, f"node {node_id} starts again", node_id=node_id)

@@ -258,13 +258,14 @@ def print_report(report: JSON) -> None:
     table.columns[KILL_COLUMNS.index("detected by")].min_width = len("session_timeout")
     for kill in report["kills"]:
         table.add_row(*kill_row(kill))
-    console.print(table)
-    totals = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in SUMMARY_COLUMNS:
-        totals.add_column(column, justify="right" if column else "left")
-    for row in summary_rows(report["summary"]):
-        totals.add_row(*row)
-    console.print(totals)
+    if report["kills"] or "cluster" not in report:  # a run of node stops only has no kills to show
+        console.print(table)
+        totals = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for column in SUMMARY_COLUMNS:
+            totals.add_column(column, justify="right" if column else "left")
+        for row in summary_rows(report["summary"]):
+            totals.add_row(*row)
+        console.print(totals)
     print_restarts(console, report)
     print_cluster(console, report)
     verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"
