@@ -51,15 +51,20 @@ def measure(
     seed: int = 1,
     jobs: int = 1,
     report: bool = False,
+    share_per_million: int = 0,
 ) -> Measurement:
-    """Generate ``size`` events, run the job on them, and delete both afterwards."""
+    """Generate ``size`` events, run the job on them, and delete both afterwards. ``share_per_million``: share
+    groups per million events (issue 28: their deliveries are most of their events; 0: the logs before them)."""
     from broker.analytics import generate, job, progress
 
     logs = work / f"events-{size}"
     out = work / f"tables-{size}"
     try:
         target = logs if files > 1 else logs / "events.jsonl"
-        generated = generate.generate(target, size, seed=seed, files=files, restarts=2, jobs=jobs)
+        share_groups = max(files, size * share_per_million // 1_000_000) if share_per_million else 0
+        generated = generate.generate(
+            target, size, seed=seed, files=files, restarts=2, jobs=jobs, share_groups=share_groups
+        )
         print(
             f"[{size:,}] generated {generated.events:,} events, {generated.bytes / 1e6:,.0f} MB in {files} file(s): "
             f"{generated.seconds:.1f} s ({generated.events_per_second:,.0f} events/s)",
@@ -195,6 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
     parser.add_argument("--report", action="store_true", help="also time rendering the HTML report of each size")
     parser.add_argument("--readme", action="store_true", help="write the figures into benchmarks/README.md")
+    parser.add_argument(
+        "--share-groups-per-million", type=int, default=8, metavar="N",
+        help="KIP-932 share groups per million events (default 8: about a fifth of the events; 0: none)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     conf = {"spark.ui.enabled": "false", "spark.driver.memory": args.driver_memory}
@@ -203,7 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="analytics-bench-", dir=args.tmp) as work:
         for size in sizes:
             results.append(
-                measure(size, args.files, args.master, Path(work), conf, jobs=args.generate_jobs, report=args.report)
+                measure(
+                    size, args.files, args.master, Path(work), conf, jobs=args.generate_jobs, report=args.report,
+                    share_per_million=args.share_groups_per_million,
+                )
             )
             _stop_spark()
             r = results[-1]

@@ -23,4 +23,13 @@ from __future__ import annotations
 __all__ = ["TABLES"]
 
 #: The Parquet tables the job writes under ``--out``, in the order it writes them.
-TABLES = ("input", "rebalances", "members", "ownership", "summary", "disturbances")
+TABLES = (
+    "input",
+    "rebalances",
+    "members",
+    "ownership",
+    "summary",
+    "disturbances",
+    "share_deliveries",
+    "share_in_flight",
+)

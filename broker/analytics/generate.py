@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from broker.analytics.synthetic.scenario import SimulatedBroker
-from broker.analytics.synthetic.world import P_CONSUMER_GROUP, Group, group_ids
+from broker.analytics.synthetic.share import ShareTraffic
+from broker.analytics.synthetic.world import P_CONSUMER_GROUP, TOPICS, Group, group_ids
 
 __all__ = ["GenerateResult", "add_arguments", "add_options", "generate", "main", "run"]
 
@@ -72,11 +73,15 @@ def _generate_one(
     bad_lines: int,
     start_ms: int,
     consumer_share: float,
+    share_groups: int = 0,
     add: Callable[[int], None] | None = None,
 ) -> tuple[int, int, int, int]:
     rng = random.Random(f"{seed}:{index}")
     group_list = [Group(gid, rng, consumer_share) for gid in group_ids(groups, index, files)]
     broker = SimulatedBroker(Path(path), rng, group_list, events, restarts, bad_lines, start_ms)
+    if share_groups:  # their own random source: the other groups' log is the same with or without them
+        share_ids = [f"share-{gid}" for gid in group_ids(share_groups, index, files)]
+        broker.share = ShareTraffic(random.Random(f"{seed}:{index}:share"), share_ids, list(TOPICS), broker.emit_js)
     if add is None and _shared is not None:
         add = _add_shared
     if add is not None:
@@ -168,6 +173,7 @@ def generate(
     start_ms: int = DEFAULT_START_MS,
     jobs: int = 1,
     consumer_share: float = P_CONSUMER_GROUP,
+    share_groups: int = 0,
     progress: TextIO | None = None,
 ) -> GenerateResult:
     """Write a synthetic event log (the format version of ``broker/events/names.py``) of about ``events`` events
@@ -178,7 +184,9 @@ def generate(
     at least 3 per file). ``restarts`` is the number of broker restarts in each file (each starts a new run);
     ``bad_lines`` the number of malformed lines mixed into each file, for the reader's input report. ``jobs``
     writes that many files at once, in separate processes. ``consumer_share``: the share of the groups that are
-    KIP-848 consumer groups (0 to 1). ``progress``: where to write a line a second while it runs (events so
+    KIP-848 consumer groups (0 to 1). ``share_groups``: KIP-932 share groups in all, beside the ``groups``
+    (``synthetic/share.py``; none by default: a log without them is byte for byte the one before issue 28, and
+    their events count toward ``events``). ``progress``: where to write a line a second while it runs (events so
     far, the rate; nothing if it takes less), or None for none.
     """
     if events < 1:
@@ -197,6 +205,9 @@ def generate(
     total_groups = groups if groups is not None else max(3 * files, min(20_000, events // 500))
     shares = [events * (k + 1) // files - events * k // files for k in range(files)]
     group_shares = [total_groups * (k + 1) // files - total_groups * k // files for k in range(files)]
+    if share_groups < 0:
+        raise ValueError("share_groups must be at least 0")
+    share_shares = [share_groups * (k + 1) // files - share_groups * k // files for k in range(files)]
     tasks = [
         (
             str(p),
@@ -209,6 +220,7 @@ def generate(
             bad_lines,
             start_ms,
             consumer_share,
+            share_shares[k],
         )
         for k, p in enumerate(paths)
     ]
@@ -242,7 +254,7 @@ def generate(
 
 
 def _generate_one_args(
-    task: tuple[str, int, int, int, int, int, int, int, int, float],
+    task: tuple[str, int, int, int, int, int, int, int, int, float, int],
 ) -> tuple[int, int, int, int]:
     return _generate_one(*task)
 
@@ -262,6 +274,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--consumer-share", type=float, default=P_CONSUMER_GROUP, metavar="P",
         help=f"share of the groups that are KIP-848 consumer groups (default {P_CONSUMER_GROUP})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--share-groups", type=int, default=0, metavar="N",
+        help="KIP-932 share groups in all, beside --groups (default 0): deliveries, releases, lock expiries",
     )  # fmt: skip
     parser.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -298,6 +314,7 @@ def run(
         start_ms=args.start_ms,
         jobs=args.jobs,
         consumer_share=args.consumer_share,
+        share_groups=getattr(args, "share_groups", 0),
         progress=progress,
     )
     where = str(result.paths[0]) if len(result.paths) == 1 else f"{len(result.paths)} files in {target}"

@@ -51,6 +51,13 @@ from broker.analytics.tables.disturbances import caused, disturbances_table
 from broker.analytics.tables.members import members_output
 from broker.analytics.tables.ownership import ownership_output
 from broker.analytics.tables.restarts import restart_disturbances, runs_table, stopped_members, stopped_ownership
+from broker.analytics.tables.share import (
+    deliveries,
+    deliveries_table,
+    in_flight_table,
+    is_share_group,
+    share_records,
+)
 from broker.analytics.tables.summary import summary_table
 from broker.events.names import FORMAT_VERSION
 
@@ -171,7 +178,9 @@ def _analyse(
         if kind not in ("lines", read.OK) and count:
             say(f"  {count} {kind} line(s), e.g. {examples[0] if examples else '-'}")
 
-    built = build(events)
+    # A share group's records are not rebalances, memberships or partition ownership (their members share
+    # partitions; KIP-932 has no revocation): they make the share tables only (issue 28).
+    built = build(events.where(~is_share_group()))
     # The runs' broker_started and broker_stopped (issue 27): a few rows, kept apart from the events' plans.
     runs = runs_table(events).localCheckpoint(eager=True)
     members = built.members.persist(StorageLevel.MEMORY_AND_DISK)
@@ -209,6 +218,14 @@ def _analyse(
     say("writing summary")
     summary = summary_table(written_rebalances, written_members, spark.read.parquet(_join(out, "disturbances")))
     result.rows["summary"] = _write(summary, _join(out, "summary"))
+    # Share groups (issue 28): one row per delivery, kept while both of its tables are written.
+    records = share_records(events)
+    delivered = deliveries(records).persist(StorageLevel.MEMORY_AND_DISK)
+    shared = {"share_deliveries": deliveries_table(records, delivered), "share_in_flight": in_flight_table(delivered)}
+    for name, table in shared.items():
+        say(f"writing {name}")
+        result.rows[name] = _write(table, _join(out, name))
+    delivered.unpersist()
 
     overall = spark.read.parquet(_join(out, "summary")).where(F.col("scope") == "all").collect()
     result.overall = overall[0].asDict(recursive=True) if overall else {}

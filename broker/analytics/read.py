@@ -25,7 +25,12 @@ from broker.events.names import (
     FORMAT_VERSION,
     GROUP_EPOCH_BUMPED,
     MEMBER_RECONCILED,
+    RECORDS_ACKNOWLEDGED,
+    RECORDS_ACQUIRED,
+    RECORDS_ARCHIVED,
+    RECORDS_RELEASED,
     REQUIRED,
+    SHARE_EVENTS,
     TARGET_ASSIGNMENT_COMPUTED,
 )
 
@@ -41,8 +46,24 @@ OLDEST_VERSION = 1
 #: The events version 2 added: in a version-1 record they are not that format's, so ``unknown_event``. (The
 #: transaction events were added within version 2 as well, but version-1 logs were read with them all along.)
 V2_EVENTS = frozenset(
-    {GROUP_EPOCH_BUMPED, TARGET_ASSIGNMENT_COMPUTED, MEMBER_RECONCILED, *DISTURBANCE_EVENTS, *BROKER_EVENTS}
+    {
+        GROUP_EPOCH_BUMPED,
+        TARGET_ASSIGNMENT_COMPUTED,
+        MEMBER_RECONCILED,
+        *DISTURBANCE_EVENTS,
+        *BROKER_EVENTS,
+        *SHARE_EVENTS,
+    }
 )
+#: What the share tables (``tables/share.py``, issue 28) need of a share group's records, beyond the format's
+#: ``REQUIRED`` (which asks nothing of them: they place no rebalance window): without it a record is
+#: ``missing_field``, not a silent hole in the tables. A release's ``member_id`` may be null (no holder).
+SHARE_REQUIRED: dict[str, tuple[str, ...]] = {
+    RECORDS_ACQUIRED: ("member_id", "topic", "partition", "ranges"),
+    RECORDS_ACKNOWLEDGED: ("member_id", "topic", "partition"),
+    RECORDS_RELEASED: ("topic", "partition", "cause", "offsets"),
+    RECORDS_ARCHIVED: ("topic", "partition", "offsets"),
+}
 
 
 class InputError(Exception):
@@ -116,7 +137,7 @@ def classify(lines: DataFrame) -> DataFrame:
     known = F.col("r.event").isin(sorted(EVENTS)) & ~((version < 2) & F.col("r.event").isin(sorted(V2_EVENTS)))
     # A field's required-ness depends on the event: one condition per event that has required fields.
     required_missing = F.lit(False)
-    for event, names in REQUIRED.items():
+    for event, names in {**REQUIRED, **SHARE_REQUIRED}.items():
         required_missing = required_missing | ((F.col("r.event") == event) & _missing(names))
     kind = (
         F.when(F.col("r").isNull(), "malformed")

@@ -135,6 +135,17 @@ EVENT_SCHEMA = StructType(
         ("load_ms", DoubleType()),
         ("clean", BooleanType()),
         ("detected_at_start", BooleanType()),
+        # added within version 2 (issue 28): the records of share groups (KIP-932; records_acquired,
+        # records_acknowledged, records_released, records_archived: ``topic`` and ``partition`` above, and
+        # ``offsets``, raw JSON above too: ``[first, last]`` runs here, ``[topic, partition, offset]`` lists in
+        # offsets_committed, parsed for the share records only: ``tables/share.py``)
+        ("ranges", ArrayType(ArrayType(LongType()))),  # records_acquired: [first, last, delivery count]
+        ("records", LongType()),
+        ("redelivered", LongType()),
+        ("lock_duration_ms", LongType()),
+        ("accepted", LongType()),
+        ("rejected", LongType()),
+        ("delivery_count", IntegerType()),
         (CORRUPT, StringType()),
     )
 )
@@ -152,8 +163,6 @@ UNREAD = frozenset(
         "assignment_bytes",
         "from",
         "kind",
-        "topic",
-        "offsets",
         "subscribed_topic_names",
         "subscribed_topic_regex",
         "server_assignor",
@@ -286,6 +295,49 @@ DISTURBANCES = StructType(
     )
 )
 
+# issue 28: share groups (``tables/share.py``); one row per share-partition of a (group, run)
+SHARE_DELIVERIES = StructType(
+    _fields(
+        ("group_id", StringType()),
+        ("run_id", StringType()),
+        ("topic", StringType()),
+        ("partition", IntegerType()),
+        ("members", LongType()),
+        ("acquisitions", LongType()),
+        ("deliveries", LongType()),
+        ("records", LongType()),
+        ("redeliveries", LongType()),
+        ("redeliveries_release", LongType()),
+        ("redeliveries_lock_expired", LongType()),
+        ("redeliveries_session_closed", LongType()),
+        ("redeliveries_unknown", LongType()),
+        ("released_release", LongType()),
+        ("released_lock_expired", LongType()),
+        ("released_session_closed", LongType()),
+        ("lock_expiries", LongType()),
+        ("archived", LongType()),
+        ("accepted", LongType()),
+        ("rejected", LongType()),
+        ("acknowledged", LongType()),
+        ("in_flight_at_end", LongType()),
+        ("max_delivery_count", IntegerType()),
+        ("first_ms", LongType()),
+        ("last_ms", LongType()),
+    )
+)
+
+SHARE_IN_FLIGHT = StructType(
+    _fields(
+        ("group_id", StringType()),
+        ("run_id", StringType()),
+        ("topic", StringType()),
+        ("partition", IntegerType()),
+        ("end", StringType()),
+        ("deliveries", LongType()),
+        *((f"in_flight_ms_{p}", DoubleType()) for p in _PERCENTILES),
+    )
+)
+
 INPUT = StructType(
     _fields(
         ("kind", StringType()),
@@ -313,4 +365,6 @@ TABLE_SCHEMAS: dict[str, StructType] = {
     "ownership": OWNERSHIP,
     "summary": SUMMARY,
     "disturbances": DISTURBANCES,
+    "share_deliveries": SHARE_DELIVERIES,
+    "share_in_flight": SHARE_IN_FLIGHT,
 }

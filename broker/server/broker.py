@@ -15,7 +15,6 @@ import dataclasses
 import importlib
 import sys
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.api.base import ApiContext, BrokerIdentity
@@ -382,24 +381,15 @@ class BrokerServer:
                 "initial_rebalance_delay_ms": self.settings.group.initial_rebalance_delay_ms,
             }
         )
-        if route is not None:
-            self._node_listens(node_id, acceptor, endpoint, listener, connection)
+        if route is not None:  # one of several nodes: stopping it closes this acceptor, starting it binds again
 
-    def _node_listens(
-        self, node_id: int, acceptor: Acceptor, endpoint: Endpoint, listener: Listener,
-        connection: Callable[[Slot], Connection],
-    ) -> None:
-        """Node ``node_id`` of several: its acceptor, and how it listens again after a stop (server/nodes.py)."""
-        node = self.nodes.nodes[node_id]
-        node.acceptors.append(acceptor)
+            async def listen_again() -> Acceptor:
+                again = Acceptor(endpoint.name, await bind(endpoint.host, listener.port), self.quotas)
+                self._servers.append(again)
+                again.start(connection)
+                return again
 
-        async def listen_again() -> None:  # a stopped node starts again on the port it had
-            again = Acceptor(endpoint.name, await bind(endpoint.host, listener.port), self.quotas)
-            self._servers.append(again)
-            node.acceptors.append(again)
-            again.start(connection)
-
-        node.rebind.append(listen_again)
+            self.nodes.listens(node_id, acceptor, listen_again)
 
     async def _close_listeners(self) -> None:
         for server in self._servers:
@@ -414,21 +404,13 @@ class BrokerServer:
     def nodes(self) -> NodeSet:
         """The nodes of this process and the verbs on them (server/nodes.py), with the cluster layout."""
         if self._nodes is None:
-            from broker.cluster.layout import ClusterLayout
-            from broker.server.nodes import NodeSet
+            from broker.server.nodes import make_nodes
 
-            settings = self.settings
-            cluster = settings.cluster
-            layout = ClusterLayout(
-                [settings.node_id + index for index in range(cluster.nodes)],
-                offsets_partitions=cluster.offsets_topic_num_partitions,
-                transaction_partitions=cluster.transaction_state_log_num_partitions,
-                replication_factor=cluster.default_replication_factor or None,
-                topics=lambda: [(topic.name, topic.partitions) for topic in self.topics.all()],
-                log_end=self._log_end,
-            )
-            self._nodes = NodeSet(
-                layout, self.events, lambda: self.connections, self.clock.now_ms, cluster.coordinator_load_delay_ms
+            def topics() -> list[tuple[str, int]]:
+                return [(topic.name, topic.partitions) for topic in self.topics.all()]
+
+            self._nodes = make_nodes(
+                self.settings, self.events, lambda: self.connections, self.clock.now_ms, topics, self._log_end
             )
         return self._nodes
 

@@ -12,7 +12,7 @@ says all of it in events.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from broker.cluster.layout import ClusterLayout, LastRunningNode, Moved, Unknown
 from broker.events.names import COORDINATOR_LOADED, COORDINATOR_UNLOADED, LEADER_MOVED, NODE_STARTED, NODE_STOPPED
 
 if TYPE_CHECKING:
+    from broker.config.settings import Settings
     from broker.events.hub import GroupEvents
     from broker.server.acceptor import Acceptor
     from broker.server.host import OpenConnection
@@ -36,7 +37,29 @@ class Node:
 
     node_id: int
     acceptors: list[Acceptor] = field(default_factory=list)
-    rebind: list[Callable[[], Any]] = field(default_factory=list)  # coroutines that listen again, per listener
+    # Per listener: listen again on the port it had (a new acceptor, accepting).
+    rebind: list[Callable[[], Awaitable[Acceptor]]] = field(default_factory=list)
+
+
+def make_nodes(
+    settings: Settings,
+    events: GroupEvents,
+    connections: Callable[[], set[OpenConnection]],
+    now_ms: Callable[[], float],
+    topics: Callable[[], Iterable[tuple[str, int]]],
+    log_end: Callable[[str, int], int],
+) -> NodeSet:
+    """The nodes ``settings`` ask for, node i with node id ``node_id + i``, and their layout."""
+    cluster = settings.cluster
+    layout = ClusterLayout(
+        [settings.node_id + index for index in range(cluster.nodes)],
+        offsets_partitions=cluster.offsets_topic_num_partitions,
+        transaction_partitions=cluster.transaction_state_log_num_partitions,
+        replication_factor=cluster.default_replication_factor or None,
+        topics=topics,
+        log_end=log_end,
+    )
+    return NodeSet(layout, events, connections, now_ms, cluster.coordinator_load_delay_ms)
 
 
 class NodeSet:
@@ -58,6 +81,11 @@ class NodeSet:
         self.load_delay_ms = load_delay_ms
         # The group coordinator's hook: internal partitions that moved, (topic, partition) -> new leader.
         self.on_coordinators_moved: Callable[[list[Moved]], None] | None = None
+
+    def listens(self, node_id: int, acceptor: Acceptor, again: Callable[[], Awaitable[Acceptor]]) -> None:
+        """A listener of the node: its acceptor, and how it listens again after a stop."""
+        self.nodes[node_id].acceptors.append(acceptor)
+        self.nodes[node_id].rebind.append(again)
 
     # -- verbs ---------------------------------------------------------------------------------------------------
 
@@ -87,7 +115,7 @@ class NodeSet:
         if self.layout.up[node_id]:
             return {"node_id": node_id, "moved_leaders": []}
         for rebind in node.rebind:
-            await rebind()
+            node.acceptors.append(await rebind())
         moves = self.layout.start(node_id)
         self._moved(moves, cause="node_started")
         self._events.emit(NODE_STARTED, "", {"node_id": node_id})

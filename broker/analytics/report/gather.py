@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from broker.analytics.report.disturbances import gather_disturbances
+from broker.analytics.report.share import ShareReport, gather_share
 from broker.analytics.schema import INPUT_KINDS
 from broker.analytics.tables.formation import FORMATION, NO_PROTOCOL, series, with_formation
 from broker.analytics.tables.summary import counts, percentiles, steady
@@ -71,6 +72,7 @@ class ReportData:
     timeline_groups: list[str] = field(default_factory=list)
     slowest: list[dict[str, Any]] = field(default_factory=list)
     disturbances: list[dict[str, Any]] = field(default_factory=list)  # report/disturbances.py
+    share: ShareReport | None = None  # report/share.py: none without share groups
 
 
 def local_dir(out_dir: str | os.PathLike[str]) -> Path:
@@ -125,6 +127,7 @@ def gather(spark: SparkSession, out_dir: str | os.PathLike[str], *, top: int = 1
         }
         _gather_detections(members, data)
     data.disturbances = gather_disturbances(spark, out)
+    data.share = gather_share(spark, out)
     return data
 
 

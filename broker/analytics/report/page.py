@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from broker.analytics.report.disturbances import disturbances_section
 from broker.analytics.report.gather import FORMATION, ReportData
 from broker.analytics.report.plots import PLOTS
+from broker.analytics.report.share import share_section
 from broker.analytics.report.style import CAUSE_COLORS, OTHER, PROTOCOLS, counts_phrase, duration
 
 BAD_KINDS_HINT = "lines the job could not use; the examples give file:line"
@@ -228,6 +229,7 @@ def document(data: ReportData, images: dict[str, bytes]) -> str:
         if name == "generations_timeline":
             parts.append(disturbances_section(data.disturbances))
 
+    parts.append(share_section(data.share))
     parts.append(_causes_section(data))
     parts.append(_groups_section(data))
     parts.append(_slowest_section(data))

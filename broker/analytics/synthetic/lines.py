@@ -59,6 +59,11 @@ class LogWriter:
         self.seq += 1
         self.buf.append(f'{_HEAD}{self.seq},"ts_ms":{self.now}{self.tail}{name}","group_id":{g.js}{rest}}}\n')
 
+    def emit_js(self, name: str, group_js: str, rest: str) -> None:
+        """``emit`` for a group that is not a ``Group`` (a share group: ``synthetic/share.py``), by its JSON id."""
+        self.seq += 1
+        self.buf.append(f'{_HEAD}{self.seq},"ts_ms":{self.now}{self.tail}{name}","group_id":{group_js}{rest}}}\n')
+
     def flush(self, out: TextIO) -> None:
         text = "".join(self.buf)
         self.buf.clear()

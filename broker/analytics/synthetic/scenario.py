@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.analytics.synthetic.modern import ConsumerCoordinator
+from broker.analytics.synthetic.share import ShareTraffic
 from broker.analytics.synthetic.world import (
     A_DISTURB,
     A_EXPIRE,
@@ -73,9 +74,12 @@ class SimulatedBroker(ConsumerCoordinator):
         restarts: int,
         bad_lines: int,
         start_ms: int,
+        share: ShareTraffic | None = None,
     ) -> None:
         super().__init__(path, rng, start_ms)
         self.groups = groups
+        #: Share groups (issue 28), merged into the log by time; none by default.
+        self.share = share
         self.target = events
         self.count = 0
         self.done_before = 0  # events of the runs before the current one
@@ -107,6 +111,9 @@ class SimulatedBroker(ConsumerCoordinator):
     def run(self) -> None:
         for g in self.groups:
             self.at(self.now + self.r(0, 300_000), g, A_START)
+        share = self.share
+        if share is not None:
+            share.start(self.now)
         heap = self.heap
         handlers = self.handlers
         restart_at = self.restart_at
@@ -116,9 +123,14 @@ class SimulatedBroker(ConsumerCoordinator):
                 if not heap:  # every group went quiet for good: start them again
                     for g in self.groups:
                         self.at(self.now + self.r(1000, 60_000), g, A_START)
-                t, _, g, action, arg = heapq.heappop(heap)
-                self.now = t
-                handlers[action](g, arg)
+                share_t = share.next_t if share is not None else None
+                if share is not None and share_t is not None and share_t <= heap[0][0]:
+                    self.now = share_t
+                    share.step()
+                else:
+                    t, _, g, action, arg = heapq.heappop(heap)
+                    self.now = t
+                    handlers[action](g, arg)
                 self.count = count = self.seq + self.done_before
                 if count >= self.checkpoint:
                     if restart_at and count >= restart_at[0]:
@@ -147,6 +159,8 @@ class SimulatedBroker(ConsumerCoordinator):
         self.now += self.r(3000, 30_000)
         self.new_run()
         self.heap.clear()
+        if self.share is not None:
+            self.share.start(self.now)
         for g in self.groups:
             alive = [m.process() for m in g.members.values() if m.alive]
             g.reset()
