@@ -103,7 +103,7 @@ class NodeSet:
         self._moved(moves, cause="node_stopped")
         if mode != "kill":
             await self._drop(node, abort=False)
-        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
+        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved_partitions": len(moves)})
         return {
             "node_id": node_id,
             "moved_leaders": [[m.topic, m.partition, m.leader] for m in moves if m.topic not in INTERNAL_TOPICS],
@@ -144,8 +144,9 @@ class NodeSet:
                 {"topic": moved.topic, "partition": moved.partition, "leader": moved.leader,
                  "previous": moved.previous, "leader_epoch": moved.epoch, "cause": cause},
             )  # fmt: skip
-        for moved in internal:
-            fields = {"topic": moved.topic, "partition": moved.partition, "epoch": moved.epoch}
+        for moved in internal:  # partitions: the internal topic's count, which a group id hashes over (analytics)
+            fields = {"topic": moved.topic, "partition": moved.partition, "epoch": moved.epoch, "cause": cause,
+                      "partitions": self._partitions(moved.topic)}  # fmt: skip
             self._events.emit(COORDINATOR_UNLOADED, "", {**fields, "node_id": moved.previous})
         if internal and self.on_coordinators_moved is not None:
             self.on_coordinators_moved(internal)
@@ -157,8 +158,13 @@ class NodeSet:
             self._events.emit(
                 COORDINATOR_LOADED, "",
                 {"topic": moved.topic, "partition": moved.partition, "node_id": moved.leader, "epoch": moved.epoch,
-                 "load_delay_ms": self.load_delay_ms, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
+                 "load_delay_ms": self.load_delay_ms, "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                 "previous": moved.previous, "cause": cause, "partitions": self._partitions(moved.topic)},
             )  # fmt: skip
+
+    def _partitions(self, topic: str) -> int:
+        layout = self.layout
+        return layout.offsets_partitions if topic == OFFSETS_TOPIC else layout.transaction_partitions
 
     async def _drop(self, node: Node, *, abort: bool) -> None:
         """Close the node's listening sockets (its port refuses at once, and is free to listen on again), then
