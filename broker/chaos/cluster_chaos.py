@@ -231,11 +231,15 @@ def next_commits(action: Action, incarnations: list[Incarnation], commits: list[
 
 
 def all_committed(rows: list[JSON]) -> float | None:
-    """The time until every consumer the schedule left running had committed again (None: one never did)."""
-    waited = [row["next_commit_ms"] for row in rows if row["stopped_after_ms"] is None]
-    if not waited or any(ms is None for ms in waited):
-        return None
-    return float(max(waited))
+    """The time until every consumer had committed again, leaving out those the schedule ended first (None: one
+    the schedule left running never did, or none did)."""
+    times = []
+    for row in rows:
+        if row["next_commit_ms"] is not None:
+            times.append(row["next_commit_ms"])
+        elif row["stopped_after_ms"] is None:
+            return None
+    return float(max(times)) if times else None
 
 
 def cluster_reports(actions: list[Action], incarnations: list[Incarnation]) -> list[JSON]:
