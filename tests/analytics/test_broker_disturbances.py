@@ -23,7 +23,7 @@ GROUP = "chaos-nodes-c"
 TOPIC = "chaos-nodes-topic"
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(420)  # the chaos run is 10 s; Spark (its start, the job) the rest
 def test_node_stop_and_coordinator_moves_with_every_members_next_commit(spark: SparkSession, tmp_path: Path) -> None:
     log = tmp_path / "events.jsonl"
     settings = ["--log-level", "debug", "--event-log", str(log)]

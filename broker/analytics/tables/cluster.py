@@ -149,3 +149,27 @@ def broker_disturbances_table(spark: SparkSession, events: DataFrame, members: D
         F.coalesce(F.col("commits_logged"), F.lit(False)).alias("commits_logged"),
     )
     return typed(out, BROKER_DISTURBANCES)
+
+
+def described(row: dict[str, object]) -> str:
+    """One (disturbance, group) in words, for the job's progress lines: "node_stopped of node 3 (kill) ->
+    2 members committed again within 95 ms", "coordinator_moved of partition 32 from node 1 to 3 (moved) -> ..."."""
+    if row["event"] == COORDINATOR_MOVED:
+        what = f"coordinator of partition {row['partition']} moved from node {row['previous_node']} to {row['node_id']}"
+        what += f" ({row['cause']}, epoch {row['epoch']})"
+    else:
+        what = f"{row['event']} of node {row['node_id']}" + (f" ({row['mode']})" if row["mode"] else "")
+    if not row["commits_logged"]:
+        return f"{what} (no offsets_committed in the log: serve --log-level debug)"
+    if row["all_committed_ms"] is None:
+        return f"{what} -> not every member committed again"
+    return f"{what} -> {row['members']} members committed again within {row['all_committed_ms']} ms"
+
+
+def progress_rows(table: DataFrame, limit: int) -> list[dict[str, object]]:
+    """The first ``limit`` (disturbance, group) pairs of the written table, with their member counts."""
+    pairs = table.where(F.col("group_id") != "").groupBy(
+        "run_id", "seq", "ts_ms", "group_id", "event", "cause", "mode", "node_id", "previous_node", "partition",
+        "epoch", "all_committed_ms", "commits_logged",
+    ).agg(F.count("member_id").alias("members"))  # fmt: skip
+    return [row.asDict() for row in pairs.orderBy("ts_ms", "run_id", "seq", "group_id").limit(limit).collect()]
