@@ -16,6 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from broker.analytics import job
+from broker.analytics.tables.cluster import described
 from broker.chaos.launch import Broker
 from tests.chaos.test_chaos_runner import chaos
 
@@ -74,3 +75,19 @@ def test_node_stop_and_coordinator_moves_with_every_members_next_commit(spark: S
     marks = [r.asDict() for r in spark.read.parquet(str(out / "disturbances")).collect()]
     actions = sorted(str(r["action"]) for r in marks if r["group_id"] == GROUP)
     assert actions == ["move_coordinator", "start_node", "stop_node"], marks
+
+
+def test_the_progress_line_of_a_disturbance() -> None:
+    base: dict[str, object] = {
+        "event": "node_stopped", "node_id": 3, "mode": "kill", "cause": None, "partition": None,
+        "previous_node": None, "epoch": None, "commits_logged": True, "all_committed_ms": 95, "members": 2,
+    }  # fmt: skip
+    assert described(base) == "node_stopped of node 3 (kill) -> 2 members committed again within 95 ms"
+    moved = {**base, "event": "coordinator_moved", "node_id": 1, "mode": None, "cause": "node_stopped",
+             "partition": 32, "previous_node": 3, "epoch": 1, "all_committed_ms": None}  # fmt: skip
+    assert described(moved) == (
+        "coordinator of partition 32 moved from node 3 to 1 (node_stopped, epoch 1) -> not every member committed "
+        "again"
+    )
+    unlogged = described({**base, "commits_logged": False})
+    assert unlogged.endswith("(no offsets_committed in the log: serve --log-level debug)"), unlogged
