@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cg_scenarios, durable, scenarios
+from benchmarks import cg_scenarios, durable, scenarios, share_scenarios
 from benchmarks.cg_scenarios import CgLoad
 from benchmarks.jobs import raise_fd_limit
 from benchmarks.loadgen import FormOptions, Versions
@@ -35,6 +35,7 @@ from benchmarks.report import (
     write_json,
 )
 from benchmarks.scenarios import HeartbeatLoad, Measurement
+from benchmarks.share_scenarios import ShareLoad
 from benchmarks.systems import ConsumerSettings, Mock, Ours, System
 
 QUICK = {
@@ -51,9 +52,17 @@ QUICK = {
     "cg_formation_repeats": 1,
     "durable_records": 2000,
     "durable_groups": 20,
+    "share_records": 2000,
+    "share_round_records": 1000,
+    "share_mock_round_records": 1000,
+    "share_timeout_s": 20.0,
 }
 
-SCENARIOS = ("startup", "heartbeat", "formation", "scale", "cg-heartbeat", "cg-formation", "cg-scale", "durable")
+SCENARIOS = (
+    "startup", "heartbeat", "formation", "scale", "cg-heartbeat", "cg-formation", "cg-scale", "durable",
+    "share-fetch", "share-heartbeat",
+)  # fmt: skip
+SHARE_ONLY = {"share-fetch", "share-heartbeat"}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -98,6 +107,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     add("--cg-timeout-s", type=float, default=120, help="longest wait for one consumer group to reconcile")
     add("--cg-gap-ms", type=float, default=0, help="members' pause before a heartbeat with nothing to report")
+    # KIP-932 share groups (README "Share groups"): ours, the mock and kfake; the heartbeat load is the classic one.
+    add("--kfake", type=Path, default=os.environ.get("KFAKE") or None, help="a kfake binary (env KFAKE; README)")
+    add("--share-records", type=int, default=400_000, help="share-fetch: records produced, then all acknowledged")
+    add("--share-round-records", type=int, default=0, help="share-fetch: records per round (0: all in one)")
+    add("--share-mock-round-records", type=int, default=40_000, help="share-fetch: the mock's rounds (it keeps 5 MB)")
+    add("--share-consumers", type=int, default=3, help="share-fetch: share consumers of the one partition")
+    add("--share-batch-records", type=int, default=100, help="share-fetch: records per produced batch")
+    add("--share-value-bytes", type=int, default=100, help="share-fetch: bytes of each record's value")
+    add("--share-max-records", type=int, default=500, help="share-fetch: MaxRecords = BatchSize of each ShareFetch")
+    add("--share-timeout-s", type=float, default=60, help="share-fetch: time allowed per system (then: partial)")
+    add("--share-systems", default="ours,mock,kfake", help="share scenarios: which of ours, mock, kfake to run")
     args = parser.parse_args(argv)
     unknown = {x.strip() for x in args.only.split(",") if x.strip()} - set(SCENARIOS)
     if unknown:
@@ -344,6 +364,21 @@ def run_cg_scale(run: Run) -> None:
             run.guarded(*rows[2], kind.name, work)
 
 
+def run_share(run: Run, wanted: set[str]) -> None:
+    """Issue 28's figures: ours, the mock and kfake, a fresh process of each per scenario."""
+    args = run.args
+    load = ShareLoad(
+        records=args.share_records, round_records=args.share_round_records,
+        mock_round_records=args.share_mock_round_records, consumers=args.share_consumers,
+        batch_records=args.share_batch_records,
+        value_bytes=args.share_value_bytes, max_records=args.share_max_records, timeout_s=args.share_timeout_s,
+        kfake=args.kfake, systems=tuple(x.strip() for x in args.share_systems.split(",") if x.strip()),
+    )  # fmt: skip
+    share_scenarios.run(wanted, load, args.groups, args.members_per_group, run.load, run.guarded, run.record)
+    kfake = None if args.kfake is None else str(args.kfake)
+    run.meta["share"] = {"kfake": kfake, "ours_over": share_scenarios.details_of(run.rows)}
+
+
 def run_durable(run: Run) -> durable.Measured:
     """Issue 27's figures: ours with a data directory against ours in memory (no mock: it has no such mode)."""
     args = run.args
@@ -461,24 +496,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     if "startup" in wanted:
         run_startup(run)
-    run_main_scenarios(run, wanted)
+    if wanted - SHARE_ONLY:  # the share scenarios start their own processes (three systems, not two)
+        run_main_scenarios(run, wanted)
     if "scale" in wanted:
         run_scale(run)
     if "cg-scale" in wanted:
         run_cg_scale(run)
     measured_durable = run_durable(run) if "durable" in wanted else None
+    if wanted & {"share-fetch", "share-heartbeat"}:
+        run_share(run, wanted)
     run.meta["seconds"] = round(time.perf_counter() - started, 1)
     order = ["startup", "heartbeat", "heartbeat_scale", *[k for k in run.rows if k.startswith("formation_")]]
     order += ["scale_formation"]
     order += ["rss_idle", "rss_members", "bytes_per_member"]
     order += ["cg_heartbeat", "cg_heartbeat_scale", *[k for k in run.rows if k.startswith("cg_formation_")]]
-    order += ["cg_rss_members", "cg_bytes_per_member"]
+    order += ["cg_rss_members", "cg_bytes_per_member", "share_fetch", "share_heartbeat"]
     rows = [run.rows[k] for k in order if k in run.rows]
     changes = None
     if args.baseline is not None:
         changes = baseline_changes(rows, json.loads(args.baseline.read_text()))
         run.meta["baseline"] = {"path": str(args.baseline), "changes": {c.key: round(c.better, 4) for c in changes}}
-    bars = compute_bars(run, changes)
+    bars = compute_bars(run, changes) + share_scenarios.bars(run.rows)
     if measured_durable is not None:
         bars += [Bar(f"--data-dir / memory-only: {f.name}", f.ratio, f.bar, f.ok) for f in measured_durable.figures]
     doc = document(run.meta, rows, bars)

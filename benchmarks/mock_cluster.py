@@ -10,6 +10,8 @@ librdkafka's own "mock" thread; this process's Python thread only reads commands
     consumer-session MS    group.consumer.session.timeout.ms of its KIP-848 groups
                            (rd_kafka_mock_set_group_consumer_session_timeout_ms)
     consumer-interval MS   group.consumer.heartbeat.interval.ms (rd_kafka_mock_set_group_consumer_heartbeat_interval_ms)
+    share-reset N          where its KIP-932 share-partitions start: 0 latest (its default), 1 earliest
+                           (rd_kafka_mock_sharegroup_set_auto_offset_reset: the mock has no group configs)
 
 and answers each with "ok", or "unsupported ..." when this librdkafka lacks the function (the two consumer-*
 setters and KIP-848 itself came with librdkafka 2.x; 2.16 has them). It exits when stdin closes or on
@@ -69,6 +71,7 @@ OPTIONAL: dict[str, list[type[ctypes._SimpleCData[Any]]]] = {
     "rd_kafka_mock_topic_create": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
     "rd_kafka_mock_set_group_consumer_session_timeout_ms": [ctypes.c_void_p, ctypes.c_int],
     "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": [ctypes.c_void_p, ctypes.c_int],
+    "rd_kafka_mock_sharegroup_set_auto_offset_reset": [ctypes.c_void_p, ctypes.c_int],
 }
 
 
@@ -83,7 +86,7 @@ def command(lib: ctypes.CDLL, cluster: int, words: list[str]) -> str:
                 return "unsupported rd_kafka_mock_topic_create"
             error = lib.rd_kafka_mock_topic_create(cluster, name.encode(), int(partitions), 1)
             return "ok" if error in (0, TOPIC_ALREADY_EXISTS) else f"error {error}"
-        case ["consumer-session" | "consumer-interval" as which, ms]:
+        case ["consumer-session" | "consumer-interval" | "share-reset" as which, ms]:
             name = SETTERS[which]
             if not hasattr(lib, name):
                 return f"unsupported {name}"
@@ -97,6 +100,7 @@ TOPIC_ALREADY_EXISTS = 36
 SETTERS = {
     "consumer-session": "rd_kafka_mock_set_group_consumer_session_timeout_ms",
     "consumer-interval": "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms",
+    "share-reset": "rd_kafka_mock_sharegroup_set_auto_offset_reset",
 }
 
 

@@ -27,6 +27,11 @@ def free_port() -> int:
 def call(sock: socket.socket, frame: bytes) -> bytes:
     """One request, one answer (the body after the size prefix), on a blocking socket."""
     sock.sendall(frame)
+    return read_answer(sock)
+
+
+def read_answer(sock: socket.socket) -> bytes:
+    """The next answer on a blocking socket (the body after the size prefix)."""
     head = sock.recv(4, socket.MSG_WAITALL)
     if len(head) < 4:
         raise ConnectionError("connection closed without an answer")
@@ -199,11 +204,16 @@ class Ours(System):
         return cls(process, "127.0.0.1", port, log)
 
     def create_topic(self, name: str, partitions: int) -> None:
-        with socket.create_connection((self.host, self.port), timeout=10) as sock:
-            frame = wire.frame(wire.CREATE_TOPICS, 2, 1, "bench", wire.create_topics_body(name, partitions))
-            for topic, code, message in wire.parse_create_topics(call(sock, frame)):
-                if code not in (0, wire.TOPIC_ALREADY_EXISTS):
-                    raise RuntimeError(f"CreateTopics {topic} answered error {code}: {message}")
+        create_topic_over_wire(self, name, partitions)
+
+
+def create_topic_over_wire(system: System, name: str, partitions: int) -> None:
+    """CreateTopics v2 (ours and kfake; the mock has none)."""
+    with socket.create_connection((system.host, system.port), timeout=10) as sock:
+        frame = wire.frame(wire.CREATE_TOPICS, 2, 1, "bench", wire.create_topics_body(name, partitions))
+        for topic, code, message in wire.parse_create_topics(call(sock, frame)):
+            if code not in (0, wire.TOPIC_ALREADY_EXISTS):
+                raise RuntimeError(f"CreateTopics {topic} answered error {code}: {message}")
 
 
 class Mock(System):
@@ -266,6 +276,33 @@ class Mock(System):
 
     def consumer_notes(self) -> list[str]:
         return self.unsupported
+
+
+class Kfake(System):
+    """franz-go's kfake (pkg/kfake), for the share-group scenarios: a binary built outside this repository
+    (benchmarks/README.md, "Share groups"), started as ``PATH -port 0``; it prints the ``host:port`` it listens on
+    (one broker) and runs until SIGTERM. Its configs are its defaults (KIP-932's: 45 s sessions, 30 s locks)."""
+
+    name = "kfake"
+
+    @classmethod
+    def start(cls, path: Path) -> Kfake:
+        log = _log_file(cls.name)
+        with log.open("w") as stderr:
+            process = subprocess.Popen(
+                [str(path), "-port", "0"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True
+            )
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        host, _, port = line.rpartition(":")
+        if not port.isdigit():
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"kfake at {path} did not print host:port: {line!r}: {log.read_text()[-500:]}")
+        return cls(process, host, int(port), log)
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        create_topic_over_wire(self, name, partitions)
 
 
 def startup_seconds(kind: type[Ours] | type[Mock]) -> float:

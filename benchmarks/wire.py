@@ -18,6 +18,12 @@ HEARTBEAT = 12
 SYNC_GROUP = 14
 CREATE_TOPICS = 19
 CONSUMER_GROUP_HEARTBEAT = 68
+# The share-group scenarios (benchmarks/share_wire.py): KIP-932's APIs and the untimed set-up around them.
+PRODUCE = 0
+INCREMENTAL_ALTER_CONFIGS = 44
+SHARE_GROUP_HEARTBEAT = 76
+SHARE_FETCH = 78
+SHARE_ACKNOWLEDGE = 79
 
 # First flexible version (compact strings and arrays, tagged fields) of each API. KIP-848's APIs are flexible
 # from v0 (docs/spec/consumer-groups.md section 2).
@@ -28,6 +34,11 @@ FLEXIBLE_FROM = {
     SYNC_GROUP: 4,
     CREATE_TOPICS: 5,
     CONSUMER_GROUP_HEARTBEAT: 0,
+    PRODUCE: 9,
+    INCREMENTAL_ALTER_CONFIGS: 1,
+    SHARE_GROUP_HEARTBEAT: 0,  # KIP-932's APIs are flexible from v0 too (docs/spec/share-groups.md section 2)
+    SHARE_FETCH: 0,
+    SHARE_ACKNOWLEDGE: 0,
 }
 
 MEMBER_ID_REQUIRED = 79

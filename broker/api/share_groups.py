@@ -10,6 +10,7 @@ request order (one coordinator partition here).
 from __future__ import annotations
 
 import datetime
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -23,7 +24,8 @@ from broker.coordinator.modern.share.messages import (
     ShareHeartbeatResult,
 )
 from protocol.apis import ApiKey
-from protocol.codec import build, nested, response_schema
+from protocol.codec import HandEncoded, build, nested, response_schema
+from protocol.share_answers import share_heartbeat_body
 
 
 def share_group_heartbeat(ctx: ApiContext, call: Call, body: Any) -> Any:
@@ -35,10 +37,29 @@ def share_group_heartbeat(ctx: ApiContext, call: Call, body: Any) -> Any:
         subscribed_topic_names=None if body.subscribed_topic_names is None else tuple(body.subscribed_topic_names),
         client=call.client,
     )
-    return heartbeat_response(call.api_version, ctx.coordinator.share.heartbeat(request))
+    return heartbeat_answer(call.api_version, ctx.coordinator.share.heartbeat(request))
+
+
+def heartbeat_answer(version: int, result: ShareHeartbeatResult) -> Any:
+    """The handler's answer: v1 encoded by hand when it is sent (protocol/share_answers.py: every share consumer
+    heartbeats every interval), any other version through kio."""
+    if version != 1:
+        return heartbeat_response(version, result)
+    return HandEncoded(
+        partial(
+            share_heartbeat_body,
+            result.error,
+            result.error_message,
+            result.member_id,
+            result.member_epoch,
+            result.heartbeat_interval_ms,
+            result.assignment,
+        )
+    )
 
 
 def heartbeat_response(version: int, result: ShareHeartbeatResult) -> Any:
+    """The same answer as kio's dataclass (fault rules answer with it)."""
     cls = response_schema(ApiKey.SHARE_GROUP_HEARTBEAT, version)
     assignment = None
     if result.assignment is not None:

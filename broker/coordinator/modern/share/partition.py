@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -319,15 +320,18 @@ class SharePartition:
                         for a in aborted
                     )
                 )  # fmt: skip
-                for offset in range(first, last + 1):
-                    record = self.records[offset] = InFlightRecord()
-                    if skip:
-                        record.state = RecordState.ARCHIVED  # control records and aborted data are never delivered
-                        self.archived_total += 1
-                    else:
-                        self._take(record, member_id, acquisition, new=True)
-                        offsets.append(offset)
-                        budget -= 1
+                records = self.records
+                if skip:  # control records and aborted data are never delivered
+                    for offset in range(first, last + 1):
+                        records[offset] = InFlightRecord(RecordState.ARCHIVED)
+                    self.archived_total += last - first + 1
+                else:  # what _take does to a new record, a batch at a time (the per-record cost of a fetch)
+                    acquired = RecordState.ACQUIRED
+                    for offset in range(first, last + 1):
+                        records[offset] = InFlightRecord(acquired, 1, member_id, acquisition)
+                    offsets.extend(range(first, last + 1))
+                    budget -= last - first + 1
+                    self.delivered += last - first + 1
                 self.next_offset = last + 1
         # Which stored batches to return: those holding an acquired offset (redeliveries may sit far below).
         if offsets:
@@ -359,7 +363,9 @@ class SharePartition:
     ) -> tuple[ErrorCode, str | None, Change]:
         """Check every batch, then apply them all (or none): the partition's AcknowledgeErrorCode and message."""
         change = Change()
-        plan: list[tuple[InFlightRecord, int, int]] = []
+        records = self.records
+        acquired = RecordState.ACQUIRED
+        plan: list[tuple[int, int, AckBatch]] = []  # (first, last, batch): every batch checked before any applies
         for batch in batches:
             if batch.last_offset < self.start_offset or not self.initialised:
                 continue  # already finished (below the SPSO)
@@ -368,26 +374,43 @@ class SharePartition:
                 which = "first" if batch.first_offset >= self.next_offset else "last"
                 return ErrorCode.invalid_request, f"Batch record not found. The {which} offset in request is past " \
                     "acquired records.", change  # fmt: skip
-            for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
-                record = self.records[offset]
-                if record.state is not RecordState.ACQUIRED:
+            first = max(batch.first_offset, self.start_offset)
+            for offset in range(first, batch.last_offset + 1):
+                record = records[offset]
+                if record.state is not acquired:
                     return ErrorCode.invalid_record_state, _NOT_ACQUIRED, change
                 if record.member_id != member_id:
                     return ErrorCode.invalid_record_state, "Member is not the owner of offset", change
-                kind = batch.types[0] if len(batch.types) == 1 else batch.types[offset - batch.first_offset]
-                plan.append((record, offset, kind))
-        for record, offset, kind in plan:
-            if kind == AcknowledgeType.ACCEPT:
-                self._finish(record, RecordState.ACKNOWLEDGED)
-                change.accepted += 1
-            elif kind in (AcknowledgeType.REJECT, AcknowledgeType.GAP):
-                change.rejected_records.append((offset, record.delivery_count))
-                self._finish(record, RecordState.ARCHIVED)
-                change.rejected += 1
-            elif kind == AcknowledgeType.RELEASE:
-                self._release(record, offset, delivery_limit, change)
-            else:
-                change.renewed.append(offset)
+            plan.append((first, batch.last_offset, batch))
+        for first, last, batch in plan:
+            types = batch.types
+            if len(types) == 1 and types[0] == AcknowledgeType.ACCEPT:  # the common case, one type for the range
+                change.accepted += last - first + 1
+                if first == self.start_offset:  # in order: finished and at the SPSO, so gone at once (section 6.7)
+                    for offset in range(first, last + 1):
+                        del records[offset]
+                    self.start_offset = last + 1
+                    continue
+                for offset in range(first, last + 1):
+                    record = records[offset]  # ACQUIRED (checked above): what _finish does to it
+                    record.state = RecordState.ACKNOWLEDGED
+                    record.member_id = None
+                    record.lock = None
+                continue
+            for offset in range(first, last + 1):
+                record = records[offset]
+                kind = types[0] if len(types) == 1 else types[offset - batch.first_offset]
+                if kind == AcknowledgeType.ACCEPT:
+                    self._finish(record, RecordState.ACKNOWLEDGED)
+                    change.accepted += 1
+                elif kind in (AcknowledgeType.REJECT, AcknowledgeType.GAP):
+                    change.rejected_records.append((offset, record.delivery_count))
+                    self._finish(record, RecordState.ARCHIVED)
+                    change.rejected += 1
+                elif kind == AcknowledgeType.RELEASE:
+                    self._release(record, offset, delivery_limit, change)
+                else:
+                    change.renewed.append(offset)
         self._advance()
         return ErrorCode.none, None, change
 
@@ -447,29 +470,29 @@ class SharePartition:
     def _advance(self) -> None:
         """Section 6.7: the SPSO moves over the finished run at its start."""
         records = self.records
-        start = self.start_offset
-        while start < self.next_offset:
-            record = records.get(start)
-            if record is None or record.state not in _FINISHED:
-                break
+        start, end = self.start_offset, self.next_offset
+        get, acknowledged, archived = records.get, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED
+        while start < end:
+            record = get(start)
+            if record is None or (record.state is not acknowledged and record.state is not archived):
+                break  # _FINISHED, by identity (the per-record cost of every acknowledgement)
             del records[start]
             start += 1
         self.start_offset = start
 
 
 def _covering(log: ShareLog, offsets: list[int]) -> list[LoggedBatch]:
-    """The stored batches holding any of ``offsets`` (ascending), each once."""
+    """The stored batches holding any of ``offsets`` (ascending), each once; a bisection per batch, not a step per
+    offset."""
     found: list[LoggedBatch] = []
-    index = 0
+    index, count = 0, len(offsets)
     for batch in log.batches_from(offsets[0]):
-        while index < len(offsets) and offsets[index] < batch.base_offset:
-            index += 1
-        if index >= len(offsets):
+        index = bisect_left(offsets, batch.base_offset, index)
+        if index >= count:
             break
         if offsets[index] <= batch.last_offset:
             found.append(batch)
-            while index < len(offsets) and offsets[index] <= batch.last_offset:
-                index += 1
+            index = bisect_right(offsets, batch.last_offset, index)
     return found
 
 

@@ -153,10 +153,18 @@ class SharePartitions:
                 self.purgatory.cancel(share_lock_key(acquisition.number))
 
     def _drop_finished_locks(self, key: PartitionKey, share: SharePartition) -> None:
-        """Locks whose records were all acknowledged or released: their timers go."""
+        """Locks whose records were all acknowledged or released: their timers go. A lock whose offsets all lie below
+        the SPSO holds nothing when no record is kept below it (every offset there is finished, section 6.7; only a
+        DeleteRecords past ACQUIRED records leaves some, item 41) and is not walked offset by offset then. Records
+        are kept in offset order (acquired in ascending order, never re-inserted), so the first is the lowest."""
+        start = share.start_offset
+        lowest = next(iter(share.records), start)
         for number, (lock_key, acquisition) in list(self.locks.items()):
-            if lock_key == key and not any(
-                (r := share.records.get(o)) is not None and r.lock is acquisition for o in acquisition.offsets
+            if lock_key != key:
+                continue
+            offsets = acquisition.offsets
+            if (max(offsets, default=-1) < start <= lowest) or not any(
+                (r := share.records.get(o)) is not None and r.lock is acquisition for o in offsets
             ):
                 del self.locks[number]
                 self.purgatory.cancel(share_lock_key(number))
