@@ -34,30 +34,11 @@ from typing import Any
 from broker.chaos.broker_restarts import Commit, ended_at, read_commits
 from broker.chaos.cluster_options import STOP_MODES, node_chaos, node_restart_after
 from broker.chaos.launch import Incarnation
-from broker.control.client import ControlClient, ControlError, configured_url, quote
+from broker.control.client import ControlClient, ControlError, configured_url
 
 JSON = dict[str, Any]
 #: The actions of the report's ``cluster_actions``, as the chaos_action events name them.
 STOP, START, MOVE = "stop_node", "start_node", "move_coordinator"
-
-
-class ClusterControl(ControlClient):
-    """The ``/v1/cluster`` verbs the runner uses (docs/spec/cluster-and-durability.md 8.2)."""
-
-    def cluster(self) -> JSON:
-        return self._json("GET", "/v1/cluster")
-
-    def coordinator(self, group: str) -> JSON:
-        return self._json("GET", f"/v1/cluster/coordinators?type=group&key={quote(group)}")
-
-    def stop_node(self, node_id: int, mode: str) -> JSON:
-        return self._json("POST", f"/v1/cluster/nodes/{node_id}/stop", {"mode": mode})
-
-    def start_node(self, node_id: int) -> JSON:
-        return self._json("POST", f"/v1/cluster/nodes/{node_id}/start", {})
-
-    def move_coordinator(self, group: str, node_id: int) -> JSON:
-        return self._json("POST", "/v1/cluster/coordinators", {"type": "group", "key": group, "node": node_id})
 
 
 def running_cluster_problem(args: argparse.Namespace) -> str | None:
@@ -68,7 +49,7 @@ def running_cluster_problem(args: argparse.Namespace) -> str | None:
     from broker.control.grace import GraceError, grace_seconds
 
     try:
-        control = ClusterControl(args.admin or configured_url(), grace_s=grace_seconds(args))
+        control = ControlClient(args.admin or configured_url(), grace_s=grace_seconds(args))
         nodes = control.cluster().get("nodes") or []
     except (ControlError, GraceError) as error:
         return f"--stop-node-every and --move-coordinator-every need the broker's GET /v1/cluster: {error}"
@@ -123,7 +104,7 @@ class ClusterChaos:
         self.next_stop = None if self.stop_every is None else chaos_started + self.stop_every
         self.next_move = None if self.move_every is None else chaos_started + self.move_every
 
-    def tick(self, control: ClusterControl, group: str, say: Callable[[str], None], chaos: bool = True) -> None:
+    def tick(self, control: ControlClient, group: str, say: Callable[[str], None], chaos: bool = True) -> None:
         """The actions due now: starts always, stops and moves while ``chaos``; ControlError goes to a note."""
         now = time.time()
         try:
@@ -142,7 +123,7 @@ class ClusterChaos:
             self.notes.append(f"an action on the nodes failed: {error}")
             say(f"[red]an action on the nodes failed[/red]: {error}")
 
-    def start_all(self, control: ClusterControl, group: str, say: Callable[[str], None]) -> None:
+    def start_all(self, control: ControlClient, group: str, say: Callable[[str], None]) -> None:
         """The nodes still stopped when the chaos ends come back now (the drain runs on every node)."""
         for node_id in sorted(self.starts):
             self.starts[node_id] = 0.0
@@ -150,7 +131,7 @@ class ClusterChaos:
 
     # -- the actions
 
-    def _announce(self, control: ClusterControl, group: str, action: str, note: str, **fields: Any) -> None:
+    def _announce(self, control: ControlClient, group: str, action: str, note: str, **fields: Any) -> None:
         try:
             control.chaos_action(group, action, note=note, **fields)
         except ControlError as error:  # the action goes ahead: only its mark in the event log is missing
@@ -162,7 +143,7 @@ class ClusterChaos:
         self.actions.append(done)
         return done
 
-    def _stop(self, control: ClusterControl, group: str, say: Callable[[str], None]) -> None:
+    def _stop(self, control: ControlClient, group: str, say: Callable[[str], None]) -> None:
         running = [n["node_id"] for n in control.cluster().get("nodes", []) if n.get("up")]
         coordinator = control.coordinator(group)
         node_id, partition = int(coordinator["node"]), coordinator.get("partition")
@@ -183,13 +164,13 @@ class ClusterChaos:
         say(f"node stop #{self.stops}: [{style}]{mode}[/{style}] node {node_id} (the coordinator; {moved} partitions "
             "changed leader)")
 
-    def _start(self, control: ClusterControl, group: str, node_id: int, say: Callable[[str], None]) -> None:
+    def _start(self, control: ControlClient, group: str, node_id: int, say: Callable[[str], None]) -> None:
         self._announce(control, group, START, f"node {node_id} starts again", node_id=node_id)
         at = time.time()
         self._record(START, node_id, at, answer=control.start_node(node_id))
         say(f"node {node_id} started again")
 
-    def _move(self, control: ClusterControl, group: str, say: Callable[[str], None]) -> None:
+    def _move(self, control: ControlClient, group: str, say: Callable[[str], None]) -> None:
         running = sorted(n["node_id"] for n in control.cluster().get("nodes", []) if n.get("up"))
         coordinator = control.coordinator(group)
         current, partition = int(coordinator["node"]), coordinator.get("partition")

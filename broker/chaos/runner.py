@@ -71,7 +71,7 @@ from typing import Any
 
 from broker.chaos import cluster_chaos, exactly_once, library_available, missing_library_message, share_run
 from broker.chaos.broker_restarts import BrokerRestarts, data_dir, durability_report, restart_notes, restart_reports
-from broker.chaos.cluster_chaos import ClusterChaos, ClusterControl, running_cluster_problem
+from broker.chaos.cluster_chaos import ClusterChaos, running_cluster_problem
 from broker.chaos.display import Display, print_report
 from broker.chaos.launch import (
     STOP_TIMEOUT_S,
@@ -109,7 +109,7 @@ from broker.chaos.protocols import PROTOCOLS
 from broker.chaos.records import Produced, Records, records_report
 from broker.chaos.schedule import Schedule
 from broker.chaos.share_display import print_share_report
-from broker.control.client import ControlError, configured_url
+from broker.control.client import ControlClient, ControlError, configured_url
 from broker.control.grace import GraceError, grace_seconds
 
 # What the command line uses: ``add_arguments`` on its ``chaos run`` parser, then ``run``.
@@ -139,7 +139,7 @@ class Run:
         self.protocol = PROTOCOLS[args.group_protocol]
         self.display = Display()
         self.broker: Broker | None = None
-        self.control: ClusterControl | None = None
+        self.control: ControlClient | None = None
         self.follower: EventFollower | None = None
         self.producer: subprocess.Popen[bytes] | None = None
         self.producer_status = workdir / "producer.json"
@@ -295,7 +295,7 @@ class Run:
             grace_s = 0.0 if self.broker.managed else grace_seconds(self.args)
         except GraceError as error:
             raise ChaosError(str(error)) from None
-        self.control = ClusterControl(self.broker.admin, grace_s=grace_s)
+        self.control = ControlClient(self.broker.admin, grace_s=grace_s)
         try:
             self.control.health()
         except ControlError as error:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from broker.cli import cluster
 from broker.cli.format import (
     CONSUMER_MEMBER_HEADERS,
     MEMBER_HEADERS,
@@ -79,13 +80,15 @@ def emit_json(value: object) -> None:
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
-    groups = client(args).groups(args.type)
+    api = client(args)
+    groups = api.groups(args.type)
     if args.json:
         emit_json(groups)
         return 0
     if not groups:
         print("no groups" if args.type is None else f"no {args.type} groups")
         return 0
+    coordinator = cluster.coordinators(api)  # None unless several nodes run
     rows = [
         [
             g["group_id"],
@@ -95,11 +98,13 @@ def cmd_groups(args: argparse.Namespace) -> int:
             protocol_text(g.get("protocol_type"), g.get("protocol")),
             str(g["members"]),
             text(g.get("leader")),
+            *([] if coordinator is None else [str(coordinator(g["group_id"]))]),
         ]
         for g in groups
     ]
     # GENERATION: a consumer group's group epoch (docs/control-api.yaml), "(target N)" while Assigning.
-    print(table(["GROUP", "TYPE", "STATE", "GENERATION", "PROTOCOL", "MEMBERS", "LEADER"], rows))
+    headers = ["GROUP", "TYPE", "STATE", "GENERATION", "PROTOCOL", "MEMBERS", "LEADER"]
+    print(table(headers + ([] if coordinator is None else ["COORDINATOR"]), rows))
     return 0
 
 
@@ -130,11 +135,13 @@ def cmd_describe(args: argparse.Namespace) -> int:
             print(offsets_table(group))  # only Kafka's table, as kafka-consumer-groups.sh --describe prints it
         return 0
     last = share_sections(group, records) if share else offsets_section(group)
-    print(describe_text(group, events) + "\n\n" + "\n".join(last))
+    coordinator = cluster.coordinators(api)  # several nodes: which one coordinates the group
+    node = None if coordinator is None else coordinator(group["group_id"])
+    print(describe_text(group, events, node) + "\n\n" + "\n".join(last))
     return 0
 
 
-def describe_text(group: JSON, events: Sequence[JSON]) -> str:
+def describe_text(group: JSON, events: Sequence[JSON], coordinator: int | None = None) -> str:
     consumer = is_consumer_group(group)
     share = is_share_group(group)
     header = [
@@ -142,6 +149,8 @@ def describe_text(group: JSON, events: Sequence[JSON]) -> str:
         ("Type", text(group.get("group_type"))),
         ("State", f"{group['state']} (for {duration(group.get('state_age_ms'))})"),
     ]
+    if coordinator is not None:  # several nodes run (group-broker cluster)
+        header.append(("Coordinator", f"node {coordinator}" if coordinator >= 0 else "none (offline)"))
     if share:
         header += share_header(group)
     elif consumer:
@@ -159,7 +168,8 @@ def describe_text(group: JSON, events: Sequence[JSON]) -> str:
     header.append(("Topics", ", ".join(group.get("subscribed_topics") or []) or "-"))
     if group.get("pending_members"):
         header.append(("Pending", ", ".join(group["pending_members"])))
-    lines = [f"{name + ':':<12}{value}" for name, value in header]
+    width = max(12, *(len(name) + 2 for name, _ in header))  # "Coordinator:" (several nodes) widens the column
+    lines = [f"{name + ':':<{width}}{value}" for name, value in header]
     members: list[JSON] = group.get("members") or []
     lines.append("")
     if members:
@@ -441,7 +451,16 @@ def cmd_run_unavailable(args: argparse.Namespace) -> int:
     return 1
 
 
+# -- cluster (issue 29) ---------------------------------------------------------------------------------------
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """``cluster`` and its verbs (broker/cli/cluster.py)."""
+    return cluster.run(args, client(args), emit_json)
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    **dict.fromkeys(cluster.HANDLERS, cmd_cluster),
     "groups": cmd_groups,
     "describe": cmd_describe,
     "transactions": cmd_transactions,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from broker.config import settings
 
 # The commands that talk to the control API: they (and only they) take --admin and --json.
-CONTROL_COMMANDS = ("groups", "describe", "transactions", "watch", "chaos")
+CONTROL_COMMANDS = ("groups", "describe", "transactions", "watch", "chaos", "cluster")
 # kafka-consumer-groups.sh's offset and delete actions, over the Kafka protocol (offsets_commands.py).
 OFFSET_COMMANDS = ("reset-offsets", "delete-offsets", "delete-group")
 _OFFSET_HELP = (
@@ -160,6 +160,15 @@ def build_parser(arguments: Sequence[str] = ()) -> argparse.ArgumentParser:
     transactions.add_argument(
         "--all", action="store_true", help="every transactional id the broker holds, idle ones too"
     )
+    cluster = command(
+        commands, "cluster", "cluster",
+        "the nodes of a multi-node broker (serve --nodes N): who is up, the controller, who leads the internal "
+        "partitions; with a verb, stop or start a node, move a coordinator or a partition leader",
+    )
+    if arguments[:1] == ["cluster"]:  # its verbs' flags only when it runs (broker/cli/cluster.py)
+        from broker.cli import cluster as cluster_cli
+
+        cluster_cli.add_arguments(cluster, command)
     watch = command(
         commands, "watch", "watch",
         "a live view of the groups (or of one), refreshed 4 times a second; "

@@ -203,6 +203,36 @@ class ControlClient:
         body.update({name: value for name, value in fields.items() if value is not None})
         return self._json("POST", "/v1/events", body)
 
+    # -- the nodes of a multi-node broker (issue 29) -----------------------------------------------------------
+
+    def cluster(self) -> JSON:
+        """``GET /v1/cluster``: ``cluster_id``, ``controller``, ``nodes`` (``node_id``, ``host``, ``port``,
+        ``up``), ``load_delay_ms`` and ``internal``: per internal topic, each partition's leader, epoch and state."""
+        return self._json("GET", "/v1/cluster")
+
+    def stop_node(self, node_id: int, mode: str = "kill") -> JSON:
+        """Stop a node (``kill`` or ``graceful``): what moved. ControlError(409) for the last running node."""
+        return self._json("POST", f"/v1/cluster/nodes/{int(node_id)}/stop", {"mode": mode})
+
+    def start_node(self, node_id: int) -> JSON:
+        return self._json("POST", f"/v1/cluster/nodes/{int(node_id)}/start")
+
+    def coordinator(self, key: str, key_type: str = "group") -> JSON:
+        """Who coordinates a group (``key_type`` "group") or a transactional id ("transaction"): ``topic``,
+        ``partition``, ``node``, ``epoch``."""
+        return self._json("GET", f"/v1/cluster/coordinators{_query(type=key_type, key=key)}")
+
+    def move_coordinator(self, key: str, node_id: int, key_type: str = "group") -> JSON:
+        return self._json("POST", "/v1/cluster/coordinators", {"type": key_type, "key": key, "node": node_id})
+
+    def move_leader(self, topic: str, partition: int, node_id: int | None = None) -> JSON:
+        """Move a partition's leader to ``node_id``, or back to its preferred replica (None): ``leader``, ``epoch``."""
+        body: JSON = {"preferred": True} if node_id is None else {"node": node_id}
+        return self._json("POST", f"/v1/cluster/partitions/{quote(topic)}/{int(partition)}/leader", body)
+
+    def set_load_delay(self, ms: int) -> JSON:
+        return self._json("POST", "/v1/cluster/coordinators/load-delay", {"ms": ms})
+
     # -- plumbing -------------------------------------------------------------------------------------------
 
     def _json(

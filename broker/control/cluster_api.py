@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from broker.cluster.hashing import OFFSETS_TOPIC, TRANSACTION_TOPIC
-from broker.cluster.layout import LastRunningNode, UnknownNode
+from broker.cluster.layout import LastRunningNode, Leadership, Moved, UnknownNode
 from broker.control import bounded_json
 from broker.control.http_guard import HttpLimits, json_error, read_body
 
@@ -131,12 +131,9 @@ class ClusterRoutes:
         if not isinstance(node, int) or isinstance(node, bool):
             return json_error(400, "node must be a node id")
         topic, partition = found
-        try:
-            moved = self.server.nodes.move_leader(topic, partition, node)
-        except UnknownNode as unknown:
-            return json_error(404, str(unknown))
-        except ValueError as stopped:
-            return json_error(409, str(stopped))
+        moved = self._move(topic, partition, node)
+        if isinstance(moved, web.Response):
+            return moved
         return web.json_response(
             {"topic": topic, "partition": partition, "node": moved.leader, "epoch": moved.epoch,
              "keys_moved_with_it": f"every key hashed to {topic} partition {partition}"}
@@ -169,10 +166,23 @@ class ClusterRoutes:
             node = None
         elif not isinstance(node, int) or isinstance(node, bool):
             return json_error(400, 'give "node": a node id, or "preferred": true')
+        moved = self._move(topic_name, partition, node)
+        if isinstance(moved, web.Response):
+            return moved
+        return web.json_response({"leader": moved.leader, "epoch": moved.epoch})
+
+    def _move(self, topic: str, partition: int, node: int | None) -> Leadership | Moved | web.Response:
+        """Move the partition's leader to ``node`` (None: its preferred replica). A move to the running node that
+        leads it already changes nothing, as Kafka's election answers ELECTION_NOT_NEEDED: same leader, same
+        epoch, no unload and no load, no event."""
+        nodes = self.server.nodes
+        leadership = nodes.layout.leadership(topic, partition)
+        target = leadership.replicas[0] if node is None else node
         try:
-            moved = self.server.nodes.move_leader(topic_name, partition, node)
+            if target == leadership.leader and nodes.layout.up.get(target, False):
+                return leadership
+            return nodes.move_leader(topic, partition, node)
         except UnknownNode as unknown:
             return json_error(404, str(unknown))
         except ValueError as stopped:
             return json_error(409, str(stopped))
-        return web.json_response({"leader": moved.leader, "epoch": moved.epoch})

@@ -97,13 +97,17 @@ class NodeSet:
             return {"node_id": node_id, "moved_leaders": [], "moved_coordinators": []}
         if self.layout.running() == [node_id]:
             raise LastRunningNode(f"node {node_id} is the last running node")
-        if mode == "kill":
-            await self._drop(node, abort=True)
+        # Nothing awaits until the node is down in the layout: a request at another node (or a second stop) sees
+        # the node either running or stopped, never half stopped with its leaderships still in place.
+        closing = self._drop(node, abort=True) if mode == "kill" else []
         moves = self.layout.stop(node_id)
+        # The cause before its consequences: node_stopped, then each leader_moved, coordinator_(un)loaded.
+        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved_partitions": len(moves)})
         self._moved(moves, cause="node_stopped")
         if mode != "kill":
-            await self._drop(node, abort=False)
-        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved_partitions": len(moves)})
+            closing = self._drop(node, abort=False)
+        for acceptor in closing:
+            await acceptor.wait_closed()
         return {
             "node_id": node_id,
             "moved_leaders": [[m.topic, m.partition, m.leader] for m in moves if m.topic not in INTERNAL_TOPICS],
@@ -117,8 +121,8 @@ class NodeSet:
         for rebind in node.rebind:
             node.acceptors.append(await rebind())
         moves = self.layout.start(node_id)
-        self._moved(moves, cause="node_started")
         self._events.emit(NODE_STARTED, "", {"node_id": node_id})
+        self._moved(moves, cause="node_started")
         return {"node_id": node_id, "moved_leaders": [[m.topic, m.partition, m.leader] for m in moves]}
 
     def move_leader(self, topic: str, partition: int, node_id: int | None) -> Moved:
@@ -166,20 +170,20 @@ class NodeSet:
         layout = self.layout
         return layout.offsets_partitions if topic == OFFSETS_TOPIC else layout.transaction_partitions
 
-    async def _drop(self, node: Node, *, abort: bool) -> None:
+    def _drop(self, node: Node, *, abort: bool) -> list[Acceptor]:
         """Close the node's listening sockets (its port refuses at once, and is free to listen on again), then
-        its connections: aborted (kill: no answer goes out) or hung up once their answers are written."""
-        for acceptor in node.acceptors:
+        its connections: aborted (kill: no answer goes out) or hung up once their answers are written. All of it
+        before the next await: the acceptors returned are the caller's to wait for."""
+        closing, node.acceptors = node.acceptors, []
+        for acceptor in closing:
             acceptor.close()
-        for acceptor in node.acceptors:
-            await acceptor.wait_closed()
-        node.acceptors.clear()
         for connection in list(self._connections()):
             if getattr(connection, "node_id", None) == node.node_id:
                 if abort:
                     connection.abort()
                 else:
                     connection.hang_up()
+        return closing
 
     def _node(self, node_id: int) -> Node:
         node = self.nodes.get(node_id)

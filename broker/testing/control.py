@@ -28,6 +28,7 @@ from typing import Any, Self
 from broker.control.client import ControlClient, ControlError
 from broker.coordinator.group_type import GroupType
 from broker.events import names
+from broker.testing.cluster import AsyncCluster, ClusterControl
 from broker.testing.share import AsyncShare, ShareControl
 from broker.testing.waits import JSON, POLL_S, RECENT_EVENTS, WaitTimeout, describe_event, threaded
 
@@ -37,7 +38,7 @@ __all__ = ["REBALANCE_EVENTS", "AsyncControl", "BrokerControl", "Fault", "Rebala
 REBALANCE_EVENTS = frozenset({names.REBALANCE_STARTED, names.GROUP_EPOCH_BUMPED})
 
 
-class BrokerControl(ShareControl):
+class BrokerControl(ShareControl, ClusterControl):
     """The control API of a running broker, with waits and checks that fail a test with a readable message."""
 
     def __init__(self, admin_url: str | None = None, timeout: float = 10.0) -> None:
@@ -432,11 +433,12 @@ class RebalanceCheck:
             )
 
 
-class AsyncControl(AsyncShare):
+class AsyncControl(AsyncShare, AsyncCluster):
     """``BrokerControl``'s calls as coroutines; each runs in a worker thread while the caller's loop goes on."""
 
     def __init__(self, control: BrokerControl) -> None:
-        super().__init__(control)
+        AsyncShare.__init__(self, control)
+        AsyncCluster.__init__(self, control)
         self.groups = threaded(control.groups)
         self.group = threaded(control.group)
         self.member_ids = threaded(control.member_ids)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from broker.config.settings import Settings, host_port, reachable_host
 from broker.control.client import ControlClient
 from broker.coordinator.config import GroupConfig
+from broker.server.settings import ClusterConfig
 from broker.testing.control import BrokerControl
 
 if TYPE_CHECKING:
@@ -56,10 +58,12 @@ TEST_GROUP_CONFIG: dict[str, Any] = {
 def embedded_settings(**overrides: Any) -> Settings:
     """Settings for a broker inside a test: 127.0.0.1, ephemeral Kafka and control ports, test-friendly groups.
 
-    ``overrides`` are ``broker.config.settings.Settings`` fields. Two conveniences: ``group`` may be a dict, merged
-    into the test-friendly ``GroupConfig`` (a ``GroupConfig`` is taken as it is), and ``topics`` may be a
-    ``{name: partitions}`` dict.
+    ``overrides`` are ``broker.config.settings.Settings`` fields. Three conveniences: ``group`` may be a dict, merged
+    into the test-friendly ``GroupConfig`` (a ``GroupConfig`` is taken as it is), ``topics`` may be a
+    ``{name: partitions}`` dict, and the fields of ``ClusterConfig`` may be given by name (``nodes=3``,
+    ``coordinator_load_delay_ms=...``; or ``cluster`` as a dict of them).
     """
+    overrides = _cluster_fields(overrides)
     known = {field.name for field in dataclasses.fields(Settings)}
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -82,6 +86,24 @@ def embedded_settings(**overrides: Any) -> Settings:
     elif topics is not None:
         values["topics"] = tuple(tuple(topic) for topic in topics)
     return Settings(**values)
+
+
+def _cluster_fields(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``nodes=3`` (any ``ClusterConfig`` field by name) and ``cluster={...}`` into ``cluster=ClusterConfig(...)``."""
+    names = {field.name for field in dataclasses.fields(ClusterConfig)}
+    given = {name: overrides[name] for name in names & set(overrides)}
+    cluster = overrides.get("cluster")
+    if not given and not isinstance(cluster, Mapping):
+        return overrides
+    if isinstance(cluster, Mapping):
+        unknown = sorted(set(cluster) - names)
+        if unknown:
+            raise ValueError(f"unknown cluster setting(s) {unknown}; the fields of ClusterConfig are {sorted(names)}")
+        given = {**cluster, **given}
+    elif isinstance(cluster, ClusterConfig):
+        given = {**{name: getattr(cluster, name) for name in names}, **given}
+    rest = {name: value for name, value in overrides.items() if name not in names}
+    return {**rest, "cluster": ClusterConfig(**given)}
 
 
 def _group_config(value: object) -> GroupConfig:
@@ -132,6 +154,11 @@ class EmbeddedBroker(BrokerControl):
         """Start the broker and return once its Kafka listener and control API both accept connections."""
         if self._thread is not None:
             raise RuntimeError("the broker is already running")
+        nodes = self.settings.cluster.nodes
+        if nodes > 1 and not self.settings.listeners and self.settings.port == 0:
+            # Node i listens on the port + i (serve --nodes): a free run of ports, so that restart() and a
+            # started node come back where they were.
+            self.settings = dataclasses.replace(self.settings, port=_free_run(self.settings.host, nodes))
         self._failure = None
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="group-broker", daemon=True)
@@ -144,8 +171,12 @@ class EmbeddedBroker(BrokerControl):
             raise RuntimeError(f"the broker failed to start: {self._failure}") from self._failure
         server = self.server
         self.port = server.port
-        # server.port is the first listener's: the one clients should bootstrap from.
-        self.bootstrap = host_port(reachable_host(self.settings.bind_endpoints()[0].host), server.port)
+        # server.port is the first listener's: the one clients should bootstrap from; with several nodes, each
+        # node's port on it (a client that bootstraps after a node stopped still finds a running one).
+        host = reachable_host(self.settings.bind_endpoints()[0].host)
+        endpoints = next(iter(server.node_endpoints.values()), {}) if self.settings.cluster.nodes > 1 else {}
+        ports = [port for _node, (_host, port) in sorted(endpoints.items())] or [server.port]
+        self.bootstrap = ",".join(host_port(host, port) for port in ports)
         control = server.control
         assert control is not None  # the embedded broker always runs its control API
         self._client = ControlClient(f"http://{host_port(reachable_host(control.host), control.port)}")
@@ -221,6 +252,29 @@ class EmbeddedBroker(BrokerControl):
         finally:
             abandon, self._abandon = self._abandon, False
             await (server.abandon() if abandon else server.stop())
+
+
+def _free_run(host: str, count: int, attempts: int = 100) -> int:
+    """A port P with P .. P + count - 1 all free on ``host`` (as free as a probe can tell)."""
+    for _ in range(attempts):
+        with socket.socket() as first:
+            first.bind((host, 0))
+            base = int(first.getsockname()[1])
+            if base + count > 65536:
+                continue
+            probes: list[socket.socket] = []
+            try:
+                for port in range(base + 1, base + count):
+                    probe = socket.socket()
+                    probes.append(probe)
+                    probe.bind((host, port))
+            except OSError:
+                continue
+            finally:
+                for probe in probes:
+                    probe.close()
+        return base
+    raise RuntimeError(f"no run of {count} free ports on {host}")
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:

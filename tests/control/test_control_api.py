@@ -1312,6 +1312,10 @@ async def test_unknown_path_is_404_json(api: ControlClient, path: str) -> None:
         ("GET", "/v1/groups/g/members/m/kick"),
         ("POST", "/v1/faults/f1"),
         ("PATCH", "/v1/events"),
+        ("POST", "/v1/cluster"),
+        ("GET", "/v1/cluster/nodes/1/stop"),
+        ("DELETE", "/v1/cluster/coordinators"),
+        ("GET", "/v1/cluster/partitions/topic/0/leader"),
     ],
 )
 async def test_wrong_method_is_405_json(api: ControlClient, method: str, path: str) -> None:
