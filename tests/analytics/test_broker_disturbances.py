@@ -1,6 +1,7 @@
 """The broker_disturbances table (broker/analytics/tables/cluster.py, issue 29) on a real event log: a three-node
 broker (``serve --nodes 3 --log-level debug``: its event log has the debug ``offsets_committed``), a chaos run of
-two confluent consumers against it (``chaos run --bootstrap``) that kills the group's coordinator node at 3 s,
+two confluent consumers against it (``chaos run --bootstrap``) that stops the group's coordinator node at 3 s
+(graceful: its coordinators move first; tests/chaos/test_cluster_chaos.py kills it),
 starts it a second later and moves the coordinator at 4 s, then the job on the broker's log.
 
 The group ``chaos-nodes-c`` hashes to ``__consumer_offsets`` partition 32 (node 3's); the topic's two partitions
@@ -32,7 +33,8 @@ def test_node_stop_and_coordinator_moves_with_every_members_next_commit(spark: S
     try:
         done = chaos(
             "--bootstrap", broker.bootstrap, "--admin", broker.admin, "--group", GROUP, "--topic", TOPIC,
-            "--consumers", "2", "--partitions", "2", "--stop-node-every", "3", "--move-coordinator-every", "4",
+            "--consumers", "2", "--partitions", "2", "--stop-node-every", "3", "--stop-node-mode", "graceful",
+            "--move-coordinator-every", "4",
             "--node-restart-after", "1", "--duration", "5", "--interval", "60", "--seed", "1",
             "--session-timeout-ms", "2000", "--heartbeat-interval-ms", "500", "--workdir", str(tmp_path / "work"),
             "--json", str(tmp_path / "report.json"),
@@ -58,7 +60,7 @@ def test_node_stop_and_coordinator_moves_with_every_members_next_commit(spark: S
         ("coordinator_moved", "moved"),
     }, context  # fmt: skip
     stop = by_event["node_stopped", None]
-    assert {r["node_id"] for r in stop} == {3} and {r["mode"] for r in stop} == {"kill"}, context
+    assert {r["node_id"] for r in stop} == {3} and {r["mode"] for r in stop} == {"graceful"}, context
     failover = by_event["coordinator_moved", "node_stopped"]
     assert {(r["partition"], r["previous_node"]) for r in failover} == {(32, 3)}, context
     assert all(r["node_id"] in (1, 2) and r["epoch"] >= 1 for r in failover), context
