@@ -35,6 +35,7 @@ from broker.chaos.broker_restarts import Commit, ended_at, read_commits
 from broker.chaos.cluster_options import STOP_MODES, node_chaos, node_restart_after
 from broker.chaos.launch import Incarnation
 from broker.control.client import ControlClient, ControlError, configured_url
+from broker.control.grace import GraceError, grace_seconds
 
 JSON = dict[str, Any]
 #: The actions of the report's ``cluster_actions``, as the chaos_action events name them.
@@ -46,8 +47,6 @@ def running_cluster_problem(args: argparse.Namespace) -> str | None:
     ``/v1/cluster``); None when it can, or when there is nothing to ask."""
     if args.bootstrap is None or not node_chaos(args):
         return None
-    from broker.control.grace import GraceError, grace_seconds
-
     try:
         control = ControlClient(args.admin or configured_url(), grace_s=grace_seconds(args))
         nodes = control.cluster().get("nodes") or []
