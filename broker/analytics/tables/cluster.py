@@ -79,6 +79,8 @@ def broker_disturbances_table(spark: SparkSession, events: DataFrame, members: D
     """The module's table. ``events``: the ordered events (``sequence_events``); ``members``: that table as
     written. A few disturbances, a few groups: the joins are small."""
     actions = _actions(events).localCheckpoint(eager=True)
+    if actions.isEmpty():  # a one-node broker's logs (most): no joins, no collects, an empty table
+        return spark.createDataFrame([], BROKER_DISTURBANCES)
     live = members.where(F.col("group_id") != "").select(
         "group_id", "run_id", "member_id", "client_id", "joined_ms", "ended_ms"
     )
