@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
 from broker.analytics import TABLES, generate, job
@@ -82,6 +83,7 @@ def run_and_digest(spark: SparkSession, work: Path) -> dict[str, tuple[int, str]
     return digests(spark, out, logs)
 
 
+@pytest.mark.timeout(300)  # the whole job on 4000 events: 110 s on a loaded two-core machine, the default is 120
 def test_the_tables_of_a_generated_log_are_unchanged(spark: SparkSession, tmp_path: Path) -> None:
     assert run_and_digest(spark, tmp_path) == EXPECTED
 
