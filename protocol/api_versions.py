@@ -67,10 +67,10 @@ def decode_api_versions(frame: bytes) -> ApiVersionsRequest | None:
 
 
 @cache
-def _body(version: int, share_groups: bool) -> bytes:
+def _body(version: int, share_groups: bool, cluster: bool = False) -> bytes:
     """The answer's body for ``version``, error none: every key we serve, in key order (the share APIs only when
-    share groups are on)."""
-    keys = advertised_versions(share_groups)
+    share groups are on, the cluster APIs only on several nodes)."""
+    keys = advertised_versions(share_groups, cluster)
     if version < FLEXIBLE_FROM:
         body = b"\x00\x00" + struct.pack(">i", len(keys))
         body += b"".join(_KEY.pack(key, low, high) for key, (low, high) in keys)
@@ -80,7 +80,9 @@ def _body(version: int, share_groups: bool) -> bytes:
     return body + b"\x00\x00\x00\x00" + b"\x00"  # ThrottleTimeMs 0, no tagged fields
 
 
-def encode_api_versions_answer(version: int, correlation_id: int, share_groups: bool = True) -> bytes:
+def encode_api_versions_answer(
+    version: int, correlation_id: int, share_groups: bool = True, cluster: bool = False
+) -> bytes:
     """The whole frame: size, response header v0, body."""
-    body = _body(version, share_groups)
+    body = _body(version, share_groups, cluster)
     return _SIZE_CORRELATION.pack(4 + len(body), correlation_id) + body

@@ -29,6 +29,7 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
@@ -85,6 +86,8 @@ SUPPORTED_VERSIONS: MappingProxyType[int, tuple[int, int]] = MappingProxyType(
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.DELETE_RECORDS: (0, 2),
         ApiKey.INIT_PRODUCER_ID: (0, 5),
+        # KIP-320's position validation; v0-1 went with KIP-896. Listed only by several nodes (CLUSTER_APIS).
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         # Transactions, TV1 only (docs/spec/transactions.md 2.3 choice B): AddPartitionsToTxn v4-5 are the
         # broker-to-broker form, EndTxn v5 is TV2.
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
@@ -136,10 +139,19 @@ SHARE_APIS: frozenset[int] = frozenset(
 )
 
 
-def advertised_versions(share_groups: bool) -> list[tuple[int, tuple[int, int]]]:
-    """What ApiVersions lists, in key order: every supported API, less the share APIs when share groups are off."""
+# The APIs only a multi-node broker lists (issue 29). Kafka always lists OffsetForLeaderEpoch, but one node's leader
+# epoch never changes, and a client that sees it listed validates positions it never had to (librdkafka does so
+# after every committed-offset fetch that carries an epoch): one node keeps answering as it always has.
+CLUSTER_APIS: frozenset[int] = frozenset({ApiKey.OFFSET_FOR_LEADER_EPOCH})
+
+
+def advertised_versions(share_groups: bool, cluster: bool = False) -> list[tuple[int, tuple[int, int]]]:
+    """What ApiVersions lists, in key order: every supported API, less the share APIs when share groups are off
+    and the cluster APIs on one node."""
     return sorted(
-        (key, versions) for key, versions in SUPPORTED_VERSIONS.items() if share_groups or key not in SHARE_APIS
+        (key, versions)
+        for key, versions in SUPPORTED_VERSIONS.items()
+        if (share_groups or key not in SHARE_APIS) and (cluster or key not in CLUSTER_APIS)
     )
 
 

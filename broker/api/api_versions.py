@@ -16,17 +16,17 @@ from protocol.codec import build, nested, response_schema
 
 
 @cache  # the table is fixed, and every client's first request (and each formed group's leader, in benchmarks) asks
-def _api_keys(entry_cls: type, share_groups: bool = True) -> tuple[Any, ...]:
+def _api_keys(entry_cls: type, share_groups: bool = True, cluster: bool = False) -> tuple[Any, ...]:
     return tuple(
         entry_cls(api_key=i16(key), min_version=i16(low), max_version=i16(high))
-        for key, (low, high) in advertised_versions(share_groups)
+        for key, (low, high) in advertised_versions(share_groups, cluster)
     )
 
 
 def api_versions(ctx: ApiContext, call: Call, body: Any) -> Any:
     if body is None:
         # A version newer than ours: Kafka answers with a v0 body that lists what it supports.
-        return unsupported_version_response(_share_groups(ctx))
+        return unsupported_version_response(_share_groups(ctx), ctx.route is not None)
     cls = response_schema(ApiKey.API_VERSIONS, call.api_version)
     if call.api_version >= 3 and not (
         SOFTWARE_NAME_VERSION.fullmatch(body.client_software_name)
@@ -37,7 +37,7 @@ def api_versions(ctx: ApiContext, call: Call, body: Any) -> Any:
     return build(
         cls,
         error_code=ErrorCode.none,
-        api_keys=_api_keys(nested(cls, "ApiVersion"), _share_groups(ctx)),
+        api_keys=_api_keys(nested(cls, "ApiVersion"), _share_groups(ctx), ctx.route is not None),
         throttle_time=NO_THROTTLE,
     )
 
@@ -48,7 +48,7 @@ def _share_groups(ctx: ApiContext) -> bool:
     return config.share_groups_enabled
 
 
-def unsupported_version_response(share_groups: bool = True) -> Any:
+def unsupported_version_response(share_groups: bool = True, cluster: bool = False) -> Any:
     cls = response_schema(ApiKey.API_VERSIONS, 0)
-    keys = _api_keys(nested(cls, "ApiVersion"), share_groups)
+    keys = _api_keys(nested(cls, "ApiVersion"), share_groups, cluster)
     return build(cls, error_code=ErrorCode.unsupported_version, api_keys=keys)

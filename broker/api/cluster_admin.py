@@ -107,6 +107,10 @@ def _delete_partition(ctx: ApiContext, name: str, index: int, offset: int) -> tu
     log = topic.log(index) if topic is not None else None
     if topic is None or log is None:
         return ErrorCode.unknown_topic_or_partition, _INVALID_LOW_WATERMARK
+    # Several nodes: only the leader deletes (ReplicaManager.deleteRecordsOnLocalLog's getPartitionOrException,
+    # Partition.deleteRecordsOnLeader's leaderLogIfLocal).
+    if ctx.route is not None and ctx.route.partition_error(name, index) is not None:
+        return ErrorCode.not_leader_or_follower, _INVALID_LOW_WATERMARK
     # Partition.deleteRecordsOnLeader: a log whose cleanup.policy lacks "delete" (compact only) keeps its records.
     policy = topic.configs.get("cleanup.policy", "delete")
     if "delete" not in (part.strip() for part in policy.split(",")):

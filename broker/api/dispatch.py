@@ -29,6 +29,7 @@ FAMILIES: dict[int, str] = {
     ApiKey.LIST_TRANSACTIONS: "txn_admin",
     ApiKey.FETCH: "fetch",
     ApiKey.LIST_OFFSETS: "fetch",
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "leader_epochs",
     ApiKey.CREATE_TOPICS: "topic_admin",
     ApiKey.DELETE_TOPICS: "topic_admin",
     ApiKey.CREATE_PARTITIONS: "topic_admin",

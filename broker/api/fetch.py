@@ -8,10 +8,12 @@ requested partition is answered, empty or not.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId
 from kio.static.primitive import i32, i64
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call, Route, millis
@@ -20,6 +22,9 @@ from broker.storage.partition_log import LEADER_EPOCH, PartitionLog
 from broker.storage.topics import Topic, TopicRegistry
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
+
+if TYPE_CHECKING:
+    from broker.cluster.routing import NodeRoute
 
 _READ_COMMITTED = 1
 _INITIAL_EPOCH, _FINAL_EPOCH = 0, -1
@@ -43,7 +48,7 @@ def leader_epoch_error(requested: int) -> ErrorCode | None:
 class _Read:
     """One requested partition: where it is, or why it cannot be read."""
 
-    __slots__ = ("error", "log", "max_bytes", "offset", "partition")
+    __slots__ = ("diverging", "error", "leader", "log", "max_bytes", "offset", "partition")
 
     def __init__(self, partition: int, error: ErrorCode, log: PartitionLog | None, offset: int, max_bytes: int):
         self.partition = partition
@@ -51,6 +56,10 @@ class _Read:
         self.log = log
         self.offset = offset
         self.max_bytes = max_bytes
+        # Several nodes only: (leader id, epoch) for a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer
+        # (CurrentLeader), and the (epoch, end offset) a LastFetchedEpoch diverges at (DivergingEpoch).
+        self.leader: tuple[int, int] | None = None
+        self.diverging: tuple[int, int] | None = None
 
 
 def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
@@ -68,6 +77,7 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
         )
 
     by_id = version >= 13
+    route = ctx.route  # None on one node: it leads every partition, in epoch 0
     requested: list[tuple[Any, Topic | None, list[_Read]]] = []
     for fetch_topic in body.topics:
         topic = ctx.topics.by_id(fetch_topic.topic_id) if by_id else ctx.topics.get(fetch_topic.topic)
@@ -76,24 +86,55 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
         for p in fetch_topic.partitions:
             log = topic.log(p.partition) if topic is not None else None
             error = missing if topic is None else ErrorCode.unknown_topic_or_partition if log is None else None
+            read = _Read(p.partition, ErrorCode.none, log, p.fetch_offset, p.partition_max_bytes)
             if error is None:
-                error = leader_epoch_error(getattr(p, "current_leader_epoch", _NO_EPOCH))
-            if error is None and log is not None and not _in_range(log, p.fetch_offset):
+                current = getattr(p, "current_leader_epoch", _NO_EPOCH)
+                if route is None:
+                    error = leader_epoch_error(current)
+                elif topic is not None and log is not None:
+                    error = _routed(route, topic.name, p, current, read, log)
+            if error is None and read.diverging is None and log is not None and not _in_range(log, p.fetch_offset):
                 error = ErrorCode.offset_out_of_range
-            reads.append(_Read(p.partition, error or ErrorCode.none, log, p.fetch_offset, p.partition_max_bytes))
+            read.error = error or ErrorCode.none
+            reads.append(read)
         requested.append((fetch_topic.topic_id if by_id else fetch_topic.topic, topic, reads))
 
     read_committed = getattr(body, "isolation_level", 0) == _READ_COMMITTED
-    answer = _responder(cls, version, requested, body.max_bytes, read_committed, ctx.topics)
+    answer = _responder(cls, version, requested, body.max_bytes, read_committed, ctx.topics, route)
     reads = [r for _, _, rs in requested for r in rs]
     max_wait_ms = millis(body.max_wait)
     failed = any(r.error is not ErrorCode.none for r in reads)
+    if route is not None and not failed:
+        failed = any(r.diverging is not None for r in reads)  # a divergence is answered at once, as an error
     # A read_committed fetch counts only what lies below the LSO, so it wakes when a marker moves the LSO
     # (transactions.md 4.6: the marker append calls DelayedFetches.appended, as a data append does).
     positions = [FetchPosition(r.log, r.offset, r.max_bytes, read_committed) for r in reads if r.log is not None]
     if max_wait_ms <= 0 or not reads or failed or available_bytes(positions) >= body.min_bytes:
         return answer()
     return ctx.fetches.park(positions, body.min_bytes, max_wait_ms, answer)
+
+
+def _routed(
+    route: NodeRoute, topic: str, p: Any, current: int, read: _Read, log: PartitionLog
+) -> ErrorCode | None:
+    """Several nodes: Partition.fetchRecords' checks at this node. Its leadership and ``current`` epoch
+    (checkCurrentLeaderEpoch; the CurrentLeader goes with NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH), then
+    a v12+ LastFetchedEpoch against the epoch cache (Partition.readFromLocalLog): an epoch the cache cannot end,
+    or a fetch offset below the log start, is OFFSET_OUT_OF_RANGE; when the cache ends that epoch below the fetch
+    offset (or knows a lower one only), the answer is a DivergingEpoch and no records."""
+    error = route.partition_error(topic, p.partition, current)
+    if error is not None:
+        if error is ErrorCode.not_leader_or_follower or error is ErrorCode.fenced_leader_epoch:
+            read.leader = route.current_leader(topic, p.partition)
+        return error
+    last_fetched = getattr(p, "last_fetched_epoch", _NO_EPOCH)
+    if last_fetched >= 0:
+        epoch, end_offset = route.layout.end_offset_for(topic, p.partition, last_fetched)
+        if epoch < 0 or end_offset < 0 or p.fetch_offset < log.log_start_offset:
+            return ErrorCode.offset_out_of_range
+        if epoch < last_fetched or end_offset < p.fetch_offset:
+            read.diverging = (epoch, end_offset)
+    return None
 
 
 def _in_range(log: PartitionLog, offset: int) -> bool:
@@ -107,10 +148,15 @@ def _responder(
     max_bytes: int,
     committed: bool,
     registry: TopicRegistry,
+    route: NodeRoute | None = None,
 ) -> Callable[[], Any]:
     """The response as it stands when called: a parked fetch reads the logs when it completes."""
     topic_cls = nested(cls, "FetchableTopicResponse")
     partition_cls = nested(cls, "PartitionData")
+    # KIP-320 and KIP-951, several nodes only (one node never answers them): v12+ CurrentLeader and DivergingEpoch,
+    # v16+ NodeEndpoints.
+    leader_cls = nested(cls, "LeaderIdAndEpoch") if route is not None and version >= 12 else None
+    leaders: set[int] = set()
     aborted_cls = nested(cls, "AbortedTransaction")
     key = "topic_id" if version >= 13 else "topic"
     # transactions.md 4.6: null for read_uncommitted (librdkafka logs an error on entries there), a list (maybe
@@ -133,10 +179,33 @@ def _responder(
                     or topic.log(read.partition) is not log
                 ):
                     error = ErrorCode.unknown_topic_or_partition  # deleted while the fetch was parked
+                # The leader moved while the fetch was parked (DelayedFetch.tryComplete: NOT_LEADER_OR_FOLLOWER).
+                if (
+                    error is ErrorCode.none
+                    and route is not None
+                    and topic is not None
+                    and not route.leads(topic.name, read.partition)
+                ):
+                    error = ErrorCode.not_leader_or_follower
+                    read.leader = route.current_leader(topic.name, read.partition)
                 if error is ErrorCode.none and log is not None and not _in_range(log, read.offset):
                     error = ErrorCode.offset_out_of_range  # retention moved the log start past a parked fetch
                 if error is not ErrorCode.none or log is None:
-                    partitions.append(_partition(partition_cls, read.partition, error, -1, -1, -1, no_aborted, b""))
+                    answered = _partition(partition_cls, read.partition, error, -1, -1, -1, no_aborted, b"")
+                    if leader_cls is not None and read.leader is not None:
+                        answered = _with_leader(answered, leader_cls, read.leader, leaders)
+                    partitions.append(answered)
+                    continue
+                if leader_cls is not None and read.diverging is not None:
+                    # Partition.fetchRecords: the divergence point and the offsets, no records.
+                    epoch, end_offset = read.diverging
+                    diverged = _partition(
+                        partition_cls, read.partition, ErrorCode.none, log.high_watermark, log.last_stable_offset,
+                        log.log_start_offset, no_aborted, b"",
+                    )  # fmt: skip
+                    diverging_cls = nested(cls, "EpochEndOffset")
+                    diverging = diverging_cls(epoch=i32(epoch), end_offset=i64(end_offset))
+                    partitions.append(dataclasses.replace(diverged, diverging_epoch=diverging))
                     continue
                 limit = min(read.max_bytes, budget)
                 aborted: tuple[Any, ...] | None = None
@@ -166,11 +235,32 @@ def _responder(
                     )
                 )
             topics.append(build(topic_cls, **{key: topic_key}, partitions=tuple(partitions)))
+        extra: dict[str, Any] = {}
+        if leaders and route is not None and version >= 16:
+            endpoint_cls = nested(cls, "NodeEndpoint")
+            extra["node_endpoints"] = tuple(
+                endpoint_cls(node_id=BrokerId(node), host=host, port=i32(port), rack=None)
+                for node, host, port in route.leader_endpoints(leaders)
+            )
         return build(
-            cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=i32(0), responses=tuple(topics)
+            cls,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            session_id=i32(0),
+            responses=tuple(topics),
+            **extra,
         )
 
     return answer
+
+
+def _with_leader(answered: Any, leader_cls: Any, leader: tuple[int, int], leaders: set[int]) -> Any:
+    leader_id, epoch = leader
+    if leader_id >= 0:
+        leaders.add(leader_id)
+    return dataclasses.replace(
+        answered, current_leader=leader_cls(leader_id=BrokerId(leader_id), leader_epoch=i32(epoch))
+    )
 
 
 def _partition(
@@ -202,6 +292,7 @@ def list_offsets(ctx: ApiContext, call: Call, body: Any) -> Any:
     topic_cls = nested(cls, "ListOffsetsTopicResponse")
     partition_cls = nested(cls, "ListOffsetsPartitionResponse")
     committed = getattr(body, "isolation_level", 0) == _READ_COMMITTED
+    route = ctx.route  # None on one node: it leads every partition, in epoch 0
     seen: dict[tuple[str, int], int] = {}
     for t in body.topics:
         for p in t.partitions:
@@ -215,19 +306,25 @@ def list_offsets(ctx: ApiContext, call: Call, body: Any) -> Any:
             error = ErrorCode.invalid_request  # KafkaApis refuses partitions listed twice
         elif log is None:
             error = ErrorCode.unknown_topic_or_partition
-        else:
+        elif route is None:
             error = leader_epoch_error(getattr(p, "current_leader_epoch", _NO_EPOCH)) or ErrorCode.none
+        else:
+            current = getattr(p, "current_leader_epoch", _NO_EPOCH)
+            error = route.partition_error(name, p.partition_index, current) or ErrorCode.none
+        epoch = -1
         if error is ErrorCode.none and log is not None:
             found = _offset_for(log, p.timestamp, committed)
             if found is not None:
                 offset, timestamp = found
+                index = p.partition_index
+                epoch = LEADER_EPOCH if route is None else _epoch_of(route, name, index, p.timestamp, offset)
         return build(
             partition_cls,
             partition_index=p.partition_index,
             error_code=error,
             timestamp=i64(timestamp),
             offset=i64(offset),
-            leader_epoch=i32(LEADER_EPOCH if offset >= 0 else -1),
+            leader_epoch=i32(epoch if offset >= 0 else -1),
         )
 
     return build(
@@ -238,6 +335,15 @@ def list_offsets(ctx: ApiContext, call: Call, body: Any) -> Any:
             for t in body.topics
         ),
     )
+
+
+def _epoch_of(route: NodeRoute, topic: str, partition: int, timestamp: int, offset: int) -> int:
+    """The leader epoch ListOffsets gives an offset on several nodes: for the latest the leader's current epoch
+    (Partition.fetchOffsetForTimestamp), else the epoch the offset was written in, which the epoch cache holds
+    (UnifiedLog.fetchOffsetByTimestamp: epochForOffset, or the found batch's partitionLeaderEpoch)."""
+    if timestamp == _LATEST:
+        return route.current_leader(topic, partition)[1]
+    return route.layout.epoch_for_offset(topic, partition, offset)
 
 
 def _offset_for(log: PartitionLog, timestamp: int, committed: bool) -> tuple[int, int] | None:

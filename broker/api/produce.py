@@ -9,10 +9,12 @@ InitProducerId with a transactional id goes to the coordinator (2.4).
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i32, i64
 
 from broker.api.base import (
@@ -41,27 +43,41 @@ from broker.transactions.messages import AddPartitionsRequest, InitProducerIdReq
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
+if TYPE_CHECKING:
+    from broker.cluster.routing import NodeRoute
+
 log = structlog.get_logger("produce")
 
 _VALID_ACKS = (-1, 0, 1)
 _FIRST_ZSTD_VERSION = 7  # KIP-110
+_FIRST_CURRENT_LEADER_VERSION = 10  # KIP-951: CurrentLeader and NodeEndpoints, tagged
 _FIRST_ABORTABLE_VERSION = 11  # Produce v11 may answer TRANSACTION_ABORTABLE (transactions spec 4.3)
 _MAGIC_AT, _ATTRIBUTES_AT = 16, 21  # in a record batch's header
 _UNAUTHORIZED = ErrorCode.transactional_id_authorization_failed
 
 
 class _Outcome:
-    __slots__ = ("base_offset", "error", "log_start_offset", "message")
+    __slots__ = ("base_offset", "error", "leader", "log_start_offset", "message")
 
-    def __init__(self, error: ErrorCode, base_offset: int = -1, log_start_offset: int = -1, message: str | None = None):
+    def __init__(
+        self,
+        error: ErrorCode,
+        base_offset: int = -1,
+        log_start_offset: int = -1,
+        message: str | None = None,
+        leader: tuple[int, int] | None = None,
+    ):
         self.error = error
         self.base_offset = base_offset
         self.log_start_offset = log_start_offset
         self.message = message
+        # (leader id, epoch) of a NOT_LEADER_OR_FOLLOWER answer on several nodes: v10+'s CurrentLeader (KIP-951).
+        self.leader = leader
 
 
 def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
     acks = body.acks
+    route = ctx.route  # None on one node: it leads every partition
     # One for the whole request: what its compressed batches may decompress to together (records.InflationBudget),
     # from the broker's message.max.bytes, which a client cannot raise (a topic's max.message.bytes it can).
     budget = InflationBudget(ctx.topics.defaults.max_message_bytes)
@@ -110,7 +126,9 @@ def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
             answered = [
                 (
                     partition,
-                    entry if isinstance(entry, _Outcome) else _append(ctx, call, entry, acks, budget, transactional_id),
+                    entry
+                    if isinstance(entry, _Outcome)
+                    else _append(ctx, call, entry, acks, budget, transactional_id, route),
                 )
                 for partition, entry in checked
             ]
@@ -122,7 +140,7 @@ def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
             topic, partition, outcome = failed[0]
             return CloseConnection(f"acks=0 produce to {topic}-{partition} failed with {outcome.error.name}")
         return NO_RESPONSE
-    return _response(call.api_version, outcomes)
+    return _response(call.api_version, outcomes, route)
 
 
 class _Shaped:
@@ -174,12 +192,19 @@ def _append(
     acks: int,
     budget: InflationBudget,
     transactional_id: str | None = None,
+    route: NodeRoute | None = None,
 ) -> _Outcome:
-    """One partition past steps 2 and 3: acks, the batch's own checks, verification (step 4), the log's checks."""
+    """One partition past steps 2 and 3: acks, leadership, the batch's own checks, verification (step 4), the
+    log's checks."""
     topic, partition, partition_log, header = shaped.topic, shaped.partition, shaped.log, shaped.header
     try:
         if acks not in _VALID_ACKS:
             return _Outcome(ErrorCode.invalid_required_acks)
+        if route is not None:
+            not_led = _leader_refusal(route, topic, partition, acks)
+            if not_led is not None:
+                _refused(call, topic.name, partition, not_led.error, not_led.message or not_led.error.name)
+                return not_led
         index = validate_client_batch(header, shaped.batch, topic.max_message_bytes, budget)
         if header.is_transactional and not partition_log.has_ongoing_transaction(header.producer_id):
             # Only a partition's first batch of a transaction is verified (transactions spec 4.3).
@@ -195,6 +220,26 @@ def _append(
         return _Outcome(ErrorCode.kafka_storage_error, message=str(error))
     ctx.fetches.appended(partition_log)
     return _Outcome(ErrorCode.none, base_offset, partition_log.log_start_offset)
+
+
+def _leader_refusal(route: NodeRoute, topic: Topic, partition: int, acks: int) -> _Outcome | None:
+    """Several nodes: ReplicaManager.appendToLocalLog's getPartitionOrException (NOT_LEADER_OR_FOLLOWER at a
+    node that does not lead it, with the leader it knows), then Partition.appendRecordsToLeader's acks=all check
+    of the ISR against min.insync.replicas (NOT_ENOUGH_REPLICAS, nothing appended)."""
+    error = route.partition_error(topic.name, partition)
+    if error is not None:
+        # Partition.appendRecordsToLeader's message.
+        reason = f"Leader not local for partition {topic.name}-{partition} on broker {route.node_id}"
+        return _Outcome(error, message=reason, leader=route.current_leader(topic.name, partition))
+    if acks == -1:
+        in_sync, required = route.in_sync(topic.name, partition), topic.min_insync_replicas
+        if in_sync < required:
+            return _Outcome(
+                ErrorCode.not_enough_replicas,
+                message=f"The size of the current ISR {in_sync} is insufficient to satisfy the min.isr requirement "
+                f"of {required} for partition {topic.name}-{partition}",
+            )
+    return None
 
 
 def _is_transactional(records: bytes | None) -> bool:
@@ -242,11 +287,13 @@ def _refused(call: Call, topic: str, partition: int, error: ErrorCode, reason: s
     )
 
 
-def _response(version: int, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]]) -> Any:
+def _response(
+    version: int, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]], route: NodeRoute | None = None
+) -> Any:
     cls = response_schema(ApiKey.PRODUCE, version)
     topic_cls = nested(cls, "TopicProduceResponse")
     partition_cls = nested(cls, "PartitionProduceResponse")
-    return build(
+    response = build(
         cls,
         throttle_time=NO_THROTTLE,
         responses=tuple(
@@ -270,6 +317,39 @@ def _response(version: int, outcomes: list[tuple[str, list[tuple[int, _Outcome]]
             for name, partitions in outcomes
         ),
     )
+    if route is not None and version >= _FIRST_CURRENT_LEADER_VERSION:
+        response = _with_current_leaders(cls, response, outcomes, route)
+    return response
+
+
+def _with_current_leaders(
+    cls: Any, response: Any, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]], route: NodeRoute
+) -> Any:
+    """KIP-951 for v10+ (KafkaApis.handleProduceRequest): each NOT_LEADER_OR_FOLLOWER partition's CurrentLeader,
+    and the response's NodeEndpoints of those leaders; the response as it was when there is none."""
+    if not any(outcome.leader is not None for _, partitions in outcomes for _, outcome in partitions):
+        return response
+    leader_cls = nested(cls, "LeaderIdAndEpoch")
+    leaders: set[int] = set()
+    topics = []
+    for topic, (_, partitions) in zip(response.responses, outcomes, strict=True):
+        answered = []
+        for entry, (_, outcome) in zip(topic.partition_responses, partitions, strict=True):
+            if outcome.leader is not None:
+                leader, epoch = outcome.leader
+                entry = dataclasses.replace(
+                    entry, current_leader=leader_cls(leader_id=BrokerId(leader), leader_epoch=i32(epoch))
+                )
+                if leader >= 0:
+                    leaders.add(leader)
+            answered.append(entry)
+        topics.append(dataclasses.replace(topic, partition_responses=tuple(answered)))
+    endpoint_cls = nested(cls, "NodeEndpoint")
+    endpoints = tuple(
+        endpoint_cls(node_id=BrokerId(node), host=host, port=i32(port), rack=None)
+        for node, host, port in route.leader_endpoints(leaders)
+    )
+    return dataclasses.replace(response, responses=tuple(topics), node_endpoints=endpoints)
 
 
 def init_producer_id(ctx: ApiContext, call: Call, body: Any) -> Any:

@@ -8,20 +8,28 @@ fetched) to ShareFetch, and IsRenewAck to ShareAcknowledge with AcquisitionLockT
 The same topic id, even the same partition, may be listed twice in one ShareFetch (librdkafka lists a partition
 once to add it to the session and once with its acknowledgements, section 12.7 trap 3): entries are merged by
 (topic id, partition). Every partition that carried acknowledgements is answered; a session error is the top-level
-ErrorCode of an answer with no partitions. Leaders: this broker leads every partition (CurrentLeader -1/-1, no
-NodeEndpoints).
+ErrorCode of an answer with no partitions. Leaders: one node leads every partition (CurrentLeader -1/-1, no
+NodeEndpoints). On several nodes the share-partition leader is the partition leader (KIP-932): a partition this node
+does not lead is answered NOT_LEADER_OR_FOLLOWER with its CurrentLeader and the leader's NodeEndpoint, as
+KafkaApis.handleShareFetchRequest answers the partitions SharePartitionManager refuses, and never reaches the
+share coordinator (nothing acquired, nothing acknowledged there).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i32, i64
 
 from broker.api.base import NO_THROTTLE, ApiContext, Call, Route, millis
 from broker.coordinator.modern.share.messages import (
+    FetchedPartition,
     PartitionAcks,
     ShareAcknowledgeRequest,
     ShareAnswer,
@@ -31,6 +39,9 @@ from broker.coordinator.modern.share.partition import AckBatch
 from broker.timing.deferred import Deferred
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
+
+if TYPE_CHECKING:
+    from broker.cluster.routing import NodeRoute
 
 _ZERO_UUID = uuid.UUID(int=0)
 _RECORD_LIMIT = 1
@@ -57,37 +68,132 @@ def _partitions(topics: Any) -> tuple[PartitionAcks, ...]:
     )
 
 
+# (topic id, partition) -> (leader id, epoch): the partitions another node leads, with their CurrentLeader.
+_Leaders = dict[tuple[uuid.UUID, int], tuple[int, int]]
+
+
+def _not_led(ctx: ApiContext, route: NodeRoute, partitions: tuple[PartitionAcks, ...]) -> _Leaders:
+    """The partitions of a known topic that this node does not lead (SharePartitionManager: the share-partition
+    leader is the partition leader, elsewhere NOT_LEADER_OR_FOLLOWER)."""
+    refused: _Leaders = {}
+    for p in partitions:
+        topic = ctx.topics.by_id(p.topic_id)
+        if topic is not None and route.partition_error(topic.name, p.partition) is not None:
+            refused[(p.topic_id, p.partition)] = route.current_leader(topic.name, p.partition)
+    return refused
+
+
+def _refused(partitions: tuple[PartitionAcks, ...], refused: _Leaders) -> list[FetchedPartition]:
+    error = ErrorCode.not_leader_or_follower
+    return [
+        FetchedPartition(p.topic_id, p.partition, error, acknowledge_error=error if p.acknowledged else ErrorCode.none)
+        for p in partitions
+        if (p.topic_id, p.partition) in refused
+    ]
+
+
+def _with_refused(answer: ShareAnswer, refused: list[FetchedPartition]) -> ShareAnswer:
+    """The coordinator's answer and the refused partitions after it; a top-level error stands alone."""
+    if not refused or answer.error is not ErrorCode.none:
+        return answer
+    return dataclasses.replace(answer, partitions=[*answer.partitions, *refused])
+
+
 def share_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
     version = call.api_version
+    partitions = _partitions(body.topics)
+    route = ctx.route  # None on one node: it leads every partition
+    leaders: _Leaders = {}
+    if route is not None:
+        leaders = _not_led(ctx, route, partitions)
+    refused = _refused(partitions, leaders) if leaders else []
     request = ShareFetchRequest(
         group_id=body.group_id,
         member_id=body.member_id,
         session_epoch=body.share_session_epoch,
-        max_wait_ms=millis(body.max_wait),
+        # A refused partition is an error answered at once (as a Fetch with an erroneous partition), not parked.
+        max_wait_ms=0 if refused else millis(body.max_wait),
         min_bytes=body.min_bytes,
         max_bytes=body.max_bytes,
         max_records=body.max_records,
         batch_size=body.batch_size,
-        partitions=_partitions(body.topics),
+        partitions=tuple(p for p in partitions if (p.topic_id, p.partition) not in leaders) if leaders else partitions,
         forgotten=tuple((t.topic_id or _ZERO_UUID, p) for t in body.forgotten_topics_data for p in t.partitions),
         record_limit=getattr(body, "share_acquire_mode", 0) == _RECORD_LIMIT,
         renew=getattr(body, "is_renew_ack", False),
         api_version=version,
         client=call.client,
+        not_led=_not_led_check(ctx, route) if route is not None else None,
     )
     answer = ctx.coordinator.share.fetch(request, call.client.connection)
     if isinstance(answer, Deferred):
-        return answer.map(lambda done: fetch_response(version, done))
-    return fetch_response(version, answer)
+        return answer.map(lambda done: _fetch_answer(ctx, version, done, refused, leaders, route))
+    return _fetch_answer(ctx, version, answer, refused, leaders, route)
 
 
-def fetch_response(version: int, answer: ShareAnswer) -> Any:
+def _not_led_check(ctx: ApiContext, route: NodeRoute) -> Callable[[uuid.UUID, int], bool]:
+    """For the share coordinator: whether a session partition is led elsewhere now (it acquires nothing here)."""
+
+    def not_led(topic_id: uuid.UUID, partition: int) -> bool:
+        topic = ctx.topics.by_id(topic_id)
+        return topic is not None and not route.leads(topic.name, partition)
+
+    return not_led
+
+
+def _fetch_answer(
+    ctx: ApiContext,
+    version: int,
+    answer: ShareAnswer,
+    refused: list[FetchedPartition],
+    leaders: _Leaders,
+    route: NodeRoute | None,
+) -> Any:
+    answer = _with_refused(answer, refused)
+    if route is not None:
+        # Session partitions the coordinator found led elsewhere: their CurrentLeader too.
+        for p in answer.partitions:
+            key = (p.topic_id, p.partition)
+            if p.error is ErrorCode.not_leader_or_follower and key not in leaders:
+                topic = ctx.topics.by_id(p.topic_id)
+                if topic is not None:
+                    leaders[key] = route.current_leader(topic.name, p.partition)
+    return fetch_response(version, answer, leaders, route)
+
+
+def _leader_of(
+    leader_cls: Any, leaders: _Leaders, topic_id: uuid.UUID, partition: int, no_leader: Any, seen: set[int]
+) -> Any:
+    found = leaders.get((topic_id, partition)) if leaders else None
+    if found is None:
+        return no_leader
+    if found[0] >= 0:
+        seen.add(found[0])
+    return build(leader_cls, leader_id=i32(found[0]), leader_epoch=i32(found[1]))
+
+
+def _endpoints(cls: Any, route: NodeRoute | None, seen: set[int]) -> tuple[Any, ...]:
+    """The NodeEndpoints of the leaders named in CurrentLeader (KafkaApis.handleShareFetchRequest)."""
+    if route is None or not seen:
+        return ()
+    endpoint_cls = nested(cls, "NodeEndpoint")
+    return tuple(
+        endpoint_cls(node_id=BrokerId(node), host=host, port=i32(port), rack=None)
+        for node, host, port in route.leader_endpoints(seen)
+    )
+
+
+def fetch_response(
+    version: int, answer: ShareAnswer, leaders: _Leaders | None = None, route: NodeRoute | None = None
+) -> Any:
     cls = response_schema(ApiKey.SHARE_FETCH, version)
     topic_cls = nested(cls, "ShareFetchableTopicResponse")
     partition_cls = nested(cls, "PartitionData")
     leader_cls = nested(cls, "LeaderIdAndEpoch")
     acquired_cls = nested(cls, "AcquiredRecords")
     no_leader = build(leader_cls, leader_id=i32(-1), leader_epoch=i32(-1))
+    known = leaders or {}
+    seen: set[int] = set()
     by_topic: dict[uuid.UUID, list[Any]] = {}
     for p in answer.partitions:
         by_topic.setdefault(p.topic_id, []).append(
@@ -98,7 +204,7 @@ def fetch_response(version: int, answer: ShareAnswer) -> Any:
                 error_message=p.error_message,
                 acknowledge_error_code=i16(p.acknowledge_error.value),
                 acknowledge_error_message=p.acknowledge_error_message,
-                current_leader=no_leader,
+                current_leader=_leader_of(leader_cls, known, p.topic_id, p.partition, no_leader, seen),
                 records=p.records if p.records is not None else b"",  # kio writes no null Records
                 acquired_records=tuple(
                     build(acquired_cls, first_offset=i64(first), last_offset=i64(last), delivery_count=i16(count))
@@ -113,28 +219,47 @@ def fetch_response(version: int, answer: ShareAnswer) -> Any:
         error_message=answer.error_message,
         acquisition_lock_timeout=datetime.timedelta(milliseconds=answer.lock_duration_ms),
         responses=tuple(build(topic_cls, topic_id=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-        node_endpoints=(),
+        node_endpoints=_endpoints(cls, route, seen),
     )
 
 
 def share_acknowledge(ctx: ApiContext, call: Call, body: Any) -> Any:
+    partitions = _partitions(body.topics)
+    route = ctx.route
+    leaders: _Leaders = {}
+    if route is not None:
+        leaders = _not_led(ctx, route, partitions)
     request = ShareAcknowledgeRequest(
         group_id=body.group_id,
         member_id=body.member_id,
         session_epoch=body.share_session_epoch,
-        partitions=_partitions(body.topics),
+        partitions=tuple(p for p in partitions if (p.topic_id, p.partition) not in leaders) if leaders else partitions,
         renew=getattr(body, "is_renew_ack", False),
         api_version=call.api_version,
         client=call.client,
     )
-    return acknowledge_response(call.api_version, ctx.coordinator.share.acknowledge(request))
+    answer = ctx.coordinator.share.acknowledge(request)
+    if leaders:
+        # ShareAcknowledge has one error per partition: the acknowledgement's.
+        refused = [
+            FetchedPartition(p.topic_id, p.partition, ErrorCode.not_leader_or_follower)
+            for p in partitions
+            if (p.topic_id, p.partition) in leaders
+        ]
+        answer = _with_refused(answer, refused)
+    return acknowledge_response(call.api_version, answer, leaders, route)
 
 
-def acknowledge_response(version: int, answer: ShareAnswer) -> Any:
+def acknowledge_response(
+    version: int, answer: ShareAnswer, leaders: _Leaders | None = None, route: NodeRoute | None = None
+) -> Any:
     cls = response_schema(ApiKey.SHARE_ACKNOWLEDGE, version)
     topic_cls = nested(cls, "ShareAcknowledgeTopicResponse")
     partition_cls = nested(cls, "PartitionData")
-    no_leader = build(nested(cls, "LeaderIdAndEpoch"), leader_id=i32(-1), leader_epoch=i32(-1))
+    leader_cls = nested(cls, "LeaderIdAndEpoch")
+    no_leader = build(leader_cls, leader_id=i32(-1), leader_epoch=i32(-1))
+    known = leaders or {}
+    seen: set[int] = set()
     by_topic: dict[uuid.UUID, list[Any]] = {}
     for p in answer.partitions:
         by_topic.setdefault(p.topic_id, []).append(
@@ -143,7 +268,7 @@ def acknowledge_response(version: int, answer: ShareAnswer) -> Any:
                 partition_index=i32(p.partition),
                 error_code=p.error,
                 error_message=p.error_message,
-                current_leader=no_leader,
+                current_leader=_leader_of(leader_cls, known, p.topic_id, p.partition, no_leader, seen),
             )
         )
     return build(
@@ -153,7 +278,7 @@ def acknowledge_response(version: int, answer: ShareAnswer) -> Any:
         error_message=answer.error_message,
         acquisition_lock_timeout=datetime.timedelta(milliseconds=answer.lock_duration_ms),  # v2+
         responses=tuple(build(topic_cls, topic_id=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-        node_endpoints=(),
+        node_endpoints=_endpoints(cls, route, seen),
     )
 
 

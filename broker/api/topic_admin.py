@@ -30,7 +30,6 @@ from protocol.codec import build, nested, response_schema
 
 _DYNAMIC_TOPIC_CONFIG, _DEFAULT_CONFIG = 1, 5
 _DEFAULT_REPLICATION_FACTOR = 1
-_BROKERS = 1
 _ZERO_UUID = uuid.UUID(int=0)
 _DUPLICATE_NAME = "Duplicate topic name."
 _UNKNOWN_TOPIC = "This server does not host this topic-partition."
@@ -101,6 +100,8 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
         topic: Topic | None = None
         if error is ErrorCode.none and not body.validate_only:
             topic = ctx.topics.create(request.name, partitions, {c.name: c.value for c in request.configs})
+            if ctx.route is not None:
+                ctx.route.layout.add_topic(request.name, replication)  # its partitions get that many replicas
         # An error result carries Kafka's defaults: no id, -1 counts, an empty config list.
         described: tuple[Any, ...] = ()
         if error is ErrorCode.none and config_cls is not None:
@@ -203,12 +204,15 @@ def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int]:
     if request.num_partitions < -1 or request.num_partitions == 0:
         raise Refused(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
     partitions = request.num_partitions if request.num_partitions != -1 else ctx.topics.default_partitions
-    replication = request.replication_factor if request.replication_factor != -1 else _DEFAULT_REPLICATION_FACTOR
-    if replication > _BROKERS:
+    # default.replication.factor: 1 on one node, min(3, N) or --default-replication-factor on N (layout.py).
+    default = _DEFAULT_REPLICATION_FACTOR if ctx.route is None else ctx.route.layout.replication_factor
+    replication = request.replication_factor if request.replication_factor != -1 else default
+    brokers = len(_brokers(ctx))
+    if replication > brokers:
         raise Refused(
             ErrorCode.invalid_replication_factor,
             f"Unable to replicate the partition {replication} time(s): The target replication factor of "
-            f"{replication} cannot be reached because only {_BROKERS} broker(s) are registered.",
+            f"{replication} cannot be reached because only {brokers} broker(s) are registered.",
         )
     return partitions, replication
 
@@ -223,15 +227,22 @@ def _check_topic_size(ctx: ApiContext, name: str, partitions: int) -> None:
         )
 
 
+def _brokers(ctx: ApiContext) -> tuple[int, ...]:
+    """The registered brokers: this node alone, or every node of a multi-node broker (stopped ones too, as Kafka
+    keeps a fenced broker registered)."""
+    return (ctx.identity.node_id,) if ctx.route is None else ctx.route.layout.order
+
+
 def _check_replicas(ctx: ApiContext, broker_ids: Any) -> None:
-    """ReplicationControlManager.validateManualPartitionAssignment, with this node the only broker."""
+    """ReplicationControlManager.validateManualPartitionAssignment against the registered brokers."""
     if not broker_ids:
         raise Refused(
             ErrorCode.invalid_replica_assignment, "The manual partition assignment includes an empty replica list."
         )
     previous = None
+    brokers = _brokers(ctx)
     for broker_id in sorted(broker_ids):
-        if broker_id != ctx.identity.node_id:
+        if broker_id not in brokers:
             raise Refused(
                 ErrorCode.invalid_replica_assignment,
                 f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
@@ -320,6 +331,8 @@ def delete_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
     for topic in doomed.values():
         logs = list(topic.logs)
         ctx.topics.delete(topic)
+        if ctx.route is not None:
+            ctx.route.layout.forget_topic(topic.name)  # a topic made again under its name starts at epoch 0
         for log in logs:
             ctx.fetches.log_removed(log)
         answer(topic.name, topic.topic_id, ErrorCode.none, None)

@@ -138,6 +138,13 @@ def describe_producers(ctx: ApiContext, call: Call, body: Any) -> Any:
         answers = by_topic.setdefault(requested.name, [])
         for index in requested.partition_indexes:
             partition_log = topic.log(int(index)) if topic is not None else None
+            if partition_log is not None and ctx.route is not None and not ctx.route.leads(requested.name, index):
+                # Partition.activeProducerState: only the leader's log answers (several nodes).
+                answers.append(
+                    build(partition_cls, partition_index=i32(index), error_code=E.not_leader_or_follower,
+                          error_message=None, active_producers=())
+                )  # fmt: skip
+                continue
             if partition_log is None:
                 answers.append(
                     build(

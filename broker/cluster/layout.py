@@ -10,7 +10,10 @@ topics ``__consumer_offsets`` and ``__transaction_state`` are placed the same wa
 leader of its partition (1.2), so moving a coordinator is moving that leader, with every key hashed there.
 
 Leaderships are made on first use: a topic created while a node is down starts with the first running replica.
-``stop`` makes every partition first, so that none the node led is missed.
+``stop`` makes every partition first, so that none the node led is missed. A topic CreateTopics made keeps its
+replication factor (``add_topic``) until DeleteTopics forgets it. Each election tells the server the new epoch
+(``on_elect``: the log stamps its batches with it from then on, UnifiedLog.appendAsLeader), and a partition whose
+recovered log already carries epochs starts from them (``log_epochs``: the cache rebuilt from the batches).
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ class ClusterLayout:
         replication_factor: int | None = None,
         topics: Callable[[], Iterable[tuple[str, int]]] = lambda: (),
         log_end: Callable[[str, int], int] = lambda _topic, _partition: 0,
+        on_elect: Callable[[str, int, int], None] = lambda _topic, _partition, _epoch: None,
+        log_epochs: Callable[[str, int], list[tuple[int, int]]] = lambda _topic, _partition: [],
     ) -> None:
         if not node_ids:
             raise ValueError("a cluster needs at least one node")
@@ -76,7 +81,14 @@ class ClusterLayout:
         self.replication_factor = replication_factor or min(3, len(self.order))
         self._topics = topics
         self._log_end = log_end
+        # Told (topic, partition, epoch) at every election: the server stamps the partition's log with the new
+        # leader's epoch (Partition.makeLeader; the batches it appends carry it, 4.3).
+        self._on_elect = on_elect
+        # A recovered log's epochs (issue 27): a partition's first leadership continues from them, never below.
+        self._log_epochs = log_epochs
         self._leaderships: dict[tuple[str, int], Leadership] = {}
+        # Replication factors CreateTopics asked for; any other topic has the default.
+        self._factors: dict[str, int] = {}
         # Internal partitions still loading on their new leader, until when (clock ms): see begin_load.
         self.loading: dict[tuple[str, int], float] = {}
         # Who leads each internal partition, by index: read on every coordinator request of a multi-node broker.
@@ -137,8 +149,14 @@ class ClusterLayout:
     def leadership(self, topic: str, partition: int) -> Leadership:
         found = self._leaderships.get((topic, partition))
         if found is None:
-            replicas = self.replicas_for(partition)
+            replicas = self.replicas_for(partition, self._factors.get(topic))
             found = self._leaderships[(topic, partition)] = Leadership(replicas, self._first_running(replicas))
+            recovered = self._log_epochs(topic, partition)
+            if recovered and recovered[-1][0] > 0:
+                # LeaderEpochFileCache rebuilt from the log's batches: the leader goes on in the last epoch.
+                found.epochs = recovered
+                found.epoch = recovered[-1][0]
+                self._on_elect(topic, partition, found.epoch)
         return found
 
     def isr(self, topic: str, partition: int) -> tuple[int, ...]:
@@ -156,9 +174,24 @@ class ClusterLayout:
             leadership.replicas = (target, *leadership.replicas[:-1]) if leadership.replicas else (target,)
         return self._elect(topic, partition, leadership, target)
 
+    def add_topic(self, topic: str, replication_factor: int) -> None:
+        """A topic CreateTopics made with ``replication_factor`` (1..N): its partitions get that many replicas."""
+        self._factors[topic] = replication_factor
+
     def forget_topic(self, topic: str) -> None:
+        self._factors.pop(topic, None)
         for key in [key for key in self._leaderships if key[0] == topic]:
             del self._leaderships[key]
+
+    def epoch_for_offset(self, topic: str, partition: int, offset: int) -> int:
+        """LeaderEpochFileCache.epochForOffset: the epoch of the entry ``offset`` falls in (the epoch its batch was
+        stamped with), -1 before the first entry. ListOffsets answers it as the offset's leader epoch."""
+        found = -1
+        for epoch, start in self.leadership(topic, partition).epochs:
+            if start > offset:
+                break
+            found = epoch
+        return found
 
     def end_offset_for(self, topic: str, partition: int, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch as LeaderEpochFileCache.endOffsetFor answers it (4.4): (epoch, end offset)."""
@@ -228,6 +261,7 @@ class ClusterLayout:
             leadership.epochs[-1] = (leadership.epoch, start)
         else:
             leadership.epochs.append((leadership.epoch, start))
+        self._on_elect(topic, partition, leadership.epoch)
         if topic == OFFSETS_TOPIC:
             self.group_coordinators[partition] = leader
         elif topic == TRANSACTION_TOPIC:

@@ -3,8 +3,10 @@
 Requests that need the group coordinator, sent to a node that does not lead the group's ``__consumer_offsets``
 partition, answer NOT_COORDINATOR (CoordinatorRuntime.contextOrThrow); while the node still loads that partition,
 COORDINATOR_LOAD_IN_PROGRESS. Transactional ids likewise over ``__transaction_state``
-(TransactionStateManager.getAndMaybeAddTransactionState). A single-node broker has no route at all
-(``ApiContext.route`` is None), so none of this costs it anything.
+(TransactionStateManager.getAndMaybeAddTransactionState). The data plane likewise: a partition this node does not
+lead answers NOT_LEADER_OR_FOLLOWER, a stale or future leader epoch FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
+(docs/spec/cluster.md 4.3; ``partition_error``). A single-node broker has no route at all (``ApiContext.route`` is
+None), so none of this costs it anything.
 """
 
 from __future__ import annotations
@@ -92,3 +94,35 @@ class NodeRoute:
 
     def leads(self, topic: str, partition: int) -> bool:
         return self.layout.leadership(topic, partition).leader == self.node_id
+
+    # -- the data plane (docs/spec/cluster.md 4.3) -----------------------------------------------------------------
+
+    def partition_error(self, topic: str, partition: int, current_leader_epoch: int = -1) -> ErrorCode | None:
+        """None when this node leads the partition and ``current_leader_epoch`` (-1: unchecked) is its epoch; else
+        the error, as Partition.getLocalLog orders them: checkCurrentLeaderEpoch first (a lower epoch
+        FENCED_LEADER_EPOCH, a higher one UNKNOWN_LEADER_EPOCH), then NOT_LEADER_OR_FOLLOWER. A node that is no
+        replica at all answers NOT_LEADER_OR_FOLLOWER at once (ReplicaManager.getPartitionOrError's
+        HostedPartition.None for a topic the metadata knows); so does every node of a partition with no leader."""
+        leadership = self.layout.leadership(topic, partition)
+        if leadership.leader == self.node_id and current_leader_epoch in (-1, leadership.epoch):
+            return None
+        if current_leader_epoch != -1 and self.node_id in leadership.replicas:
+            if current_leader_epoch < leadership.epoch:
+                return ErrorCode.fenced_leader_epoch
+            if current_leader_epoch > leadership.epoch:
+                return ErrorCode.unknown_leader_epoch
+        return ErrorCode.not_leader_or_follower
+
+    def current_leader(self, topic: str, partition: int) -> tuple[int, int]:
+        """(leader id, leader epoch): the CurrentLeader of a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer
+        (KIP-951), so that a client moves to the new leader without asking Metadata first."""
+        leadership = self.layout.leadership(topic, partition)
+        return leadership.leader, leadership.epoch
+
+    def leader_endpoints(self, leaders: set[int]) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of those leaders on this listener: a KIP-951 answer's NodeEndpoints."""
+        return [(node, *self.endpoints[node]) for node in sorted(leaders) if node in self.endpoints]
+
+    def in_sync(self, topic: str, partition: int) -> int:
+        """How many replicas are in sync: the running ones (4.5), which acks=all compares with min.insync.replicas."""
+        return len(self.layout.isr(topic, partition))

@@ -406,18 +406,10 @@ class BrokerServer:
         if self._nodes is None:
             from broker.server.nodes import make_nodes
 
-            def topics() -> list[tuple[str, int]]:
-                return [(topic.name, topic.partitions) for topic in self.topics.all()]
-
             self._nodes = make_nodes(
-                self.settings, self.events, lambda: self.connections, self.clock.now_ms, topics, self._log_end
+                self.settings, self.events, lambda: self.connections, self.clock.now_ms, lambda: self.topics
             )
         return self._nodes
-
-    def _log_end(self, name: str, partition: int) -> int:
-        topic = self.topics.get(name)
-        log = topic.log(partition) if topic is not None else None
-        return log.next_offset if log is not None else 0
 
     def _partition_count(self, name: str) -> int | None:
         topic = self.topics.get(name)

@@ -12,7 +12,7 @@ says all of it in events.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,10 +25,37 @@ if TYPE_CHECKING:
     from broker.events.hub import GroupEvents
     from broker.server.acceptor import Acceptor
     from broker.server.host import OpenConnection
+    from broker.storage.partition_log import PartitionLog
+    from broker.storage.topics import TopicRegistry
 
 __all__ = ["LastRunningNode", "NodeSet", "UnknownNode"]
 
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+
+
+class PartitionLogs:
+    """What the layout asks of the shared store: a partition's log end (the start of a new epoch), the epochs a
+    recovered log carries, and the stamp of a new leader's epoch on the log it appends to (Partition.makeLeader)."""
+
+    def __init__(self, topics: Callable[[], TopicRegistry]) -> None:
+        self._topics = topics
+
+    def _log(self, name: str, partition: int) -> PartitionLog | None:
+        topic = self._topics().get(name)
+        return topic.log(partition) if topic is not None else None
+
+    def end(self, name: str, partition: int) -> int:
+        log = self._log(name, partition)
+        return log.next_offset if log is not None else 0
+
+    def epochs(self, name: str, partition: int) -> list[tuple[int, int]]:
+        log = self._log(name, partition)
+        return log.epoch_starts() if log is not None else []
+
+    def stamp(self, name: str, partition: int, epoch: int) -> None:
+        log = self._log(name, partition)
+        if log is not None:
+            log.leader_epoch = epoch
 
 
 @dataclass
@@ -46,18 +73,21 @@ def make_nodes(
     events: GroupEvents,
     connections: Callable[[], set[OpenConnection]],
     now_ms: Callable[[], float],
-    topics: Callable[[], Iterable[tuple[str, int]]],
-    log_end: Callable[[str, int], int],
+    topics: Callable[[], TopicRegistry],
 ) -> NodeSet:
-    """The nodes ``settings`` ask for, node i with node id ``node_id + i``, and their layout."""
+    """The nodes ``settings`` ask for, node i with node id ``node_id + i``, and their layout over the topics
+    ``topics()`` holds (asked at each use: the registry may still be loading when the nodes are made)."""
     cluster = settings.cluster
+    logs = PartitionLogs(topics)
     layout = ClusterLayout(
         [settings.node_id + index for index in range(cluster.nodes)],
         offsets_partitions=cluster.offsets_topic_num_partitions,
         transaction_partitions=cluster.transaction_state_log_num_partitions,
         replication_factor=cluster.default_replication_factor or None,
-        topics=topics,
-        log_end=log_end,
+        topics=lambda: [(topic.name, topic.partitions) for topic in topics().all()],
+        log_end=logs.end,
+        on_elect=logs.stamp,
+        log_epochs=logs.epochs,
     )
     return NodeSet(layout, events, connections, now_ms, cluster.coordinator_load_delay_ms)
 

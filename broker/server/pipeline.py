@@ -252,7 +252,8 @@ class RequestPipeline:
                         continue
                     if kind == _API_VERSIONS:
                         share_groups = self._host.settings.group.share_groups_enabled
-                        out.append(encode_api_versions_answer(version, correlation_id, share_groups))
+                        cluster = route is not None  # several nodes list OffsetForLeaderEpoch too
+                        out.append(encode_api_versions_answer(version, correlation_id, share_groups, cluster))
                         answered.append((_API_VERSIONS, version))
                         continue
                     # The coordinator answers a steady beat only if the member is reconciled and nothing changed
@@ -374,7 +375,7 @@ class RequestPipeline:
         # From the settings, not the coordinator: ApiVersions is answered before the coordinator's modules load.
         share_groups = self._host.settings.group.share_groups_enabled
         if request.body is None:  # ApiVersions newer than we speak
-            return unsupported_version_response(share_groups)
+            return unsupported_version_response(share_groups, self._api.route is not None)
         if not share_groups and request.api_key in SHARE_APIS:
             # share.version 0: Kafka's KafkaApis answers each share API UNSUPPORTED_VERSION in its own shape.
             return unsupported_version_answer(request.api_key, request.api_version, request.body)

@@ -184,6 +184,10 @@ class PartitionLog:
         self.log_start_offset = 0
         self.next_offset = 0
         self.size_bytes = 0
+        # The leader epoch every batch appended now is stamped with (Partition's leaderEpoch, which
+        # UnifiedLog.appendAsLeader writes into partitionLeaderEpoch): 0 on one node, the layout's on several
+        # (broker/cluster/layout.py stamps it at each election).
+        self.leader_epoch = LEADER_EPOCH
 
     @property
     def high_watermark(self) -> int:
@@ -349,8 +353,8 @@ class PartitionLog:
         """Put a checked batch at the log end, restamped with its offset and the leader epoch; its base offset."""
         base_offset = self.next_offset
         stored = StoredBatch(
-            restamp(batch, base_offset, LEADER_EPOCH),
-            replace(header, base_offset=base_offset, partition_leader_epoch=LEADER_EPOCH),
+            restamp(batch, base_offset, self.leader_epoch),
+            replace(header, base_offset=base_offset, partition_leader_epoch=self.leader_epoch),
             index,
         )
         self._budget.reserve(stored.charge)
@@ -378,6 +382,8 @@ class PartitionLog:
             if not self._batches:
                 self.log_start_offset = header.base_offset
             self.next_offset = header.base_offset  # the same offset it had: _store stamps it again
+            # ... and the epoch it had: a recovered batch keeps the leader epoch it was appended in.
+            self.leader_epoch = max(header.partition_leader_epoch, LEADER_EPOCH)
             marker = read_marker(header, data) if header.is_control else None
             try:
                 if marker is not None:
@@ -391,6 +397,16 @@ class PartitionLog:
             self.delete_records_before(log_start_offset)
         elif not self._batches:
             self.log_start_offset = self.next_offset = max(self.next_offset, log_start_offset)
+
+    def epoch_starts(self) -> list[tuple[int, int]]:
+        """(epoch, first offset) of each leader epoch the stored batches carry, oldest first: the leader-epoch cache
+        UnifiedLog rebuilds from its segments when it has no checkpoint (a recovered log on several nodes)."""
+        starts: list[tuple[int, int]] = []
+        for stored in self._batches:
+            epoch = stored.header.partition_leader_epoch
+            if epoch >= 0 and (not starts or epoch > starts[-1][0]):
+                starts.append((epoch, stored.base_offset))
+        return starts
 
     def has_ongoing_transaction(self, producer_id: int) -> bool:
         """UnifiedLog.hasOngoingTransaction: what Produce-time verification asks (section 4.3)."""

@@ -212,6 +212,11 @@ class Topic:
     def max_message_bytes(self) -> int:
         return self._int_config("max.message.bytes", self.defaults.max_message_bytes)
 
+    @property
+    def min_insync_replicas(self) -> int:
+        """What acks=all needs in sync on several nodes (Kafka's default 1: no ISR refuses it)."""
+        return self._int_config("min.insync.replicas", 1)
+
     def replace_configs(self, configs: Mapping[str, str]) -> None:
         """AlterConfigs and IncrementalAlterConfigs: the topic's whole set of overrides, already checked. Retention
         and Produce read them on their next use."""

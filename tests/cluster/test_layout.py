@@ -95,3 +95,47 @@ def test_a_load_is_in_progress_until_its_delay_passes() -> None:
     assert cluster.is_loading(OFFSETS_TOPIC, 3, 1499)
     assert not cluster.is_loading(OFFSETS_TOPIC, 3, 1500)
     assert cluster.loading == {}
+
+
+def test_each_election_stamps_the_new_epoch_and_offsets_map_to_their_epochs() -> None:
+    ends = {("orders", 0): 0}
+    stamped: list[tuple[str, int, int]] = []
+    cluster = ClusterLayout(
+        [0, 1, 2],
+        topics=lambda: [("orders", 3)],
+        log_end=lambda topic, partition: ends.get((topic, partition), 0),
+        on_elect=lambda topic, partition, epoch: stamped.append((topic, partition, epoch)),
+    )
+    ends[("orders", 0)] = 4
+    cluster.move_leader("orders", 0, 1)
+    ends[("orders", 0)] = 9
+    cluster.move_leader("orders", 0, 2)
+    assert stamped == [("orders", 0, 1), ("orders", 0, 2)]
+    # LeaderEpochFileCache.epochForOffset: the entry each offset falls in.
+    assert [cluster.epoch_for_offset("orders", 0, o) for o in (0, 3, 4, 8, 9, 20)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_a_topic_keeps_its_replication_factor_until_it_is_forgotten() -> None:
+    cluster = layout()
+    cluster.add_topic("narrow", 1)
+    assert [cluster.leadership("narrow", p).replicas for p in range(3)] == [(0,), (1,), (2,)]
+    cluster.move_leader("narrow", 0, 1)
+    cluster.forget_topic("narrow")
+    assert cluster.leadership("narrow", 0).replicas == (0, 1, 2) and cluster.leadership("narrow", 0).epoch == 0
+
+
+def test_a_recovered_log_seeds_the_epoch_cache() -> None:
+    """Issue 27: the epochs the recovered batches carry, so a restart never takes an epoch back."""
+    stamped: list[int] = []
+    cluster = ClusterLayout(
+        [0, 1, 2],
+        log_end=lambda _topic, _partition: 12,
+        log_epochs=lambda topic, _partition: [(0, 0), (2, 5), (3, 9)] if topic == "orders" else [],
+        on_elect=lambda _topic, _partition, epoch: stamped.append(epoch),
+    )
+    leadership = cluster.leadership("orders", 0)
+    assert (leadership.epoch, leadership.epochs, stamped) == (3, [(0, 0), (2, 5), (3, 9)], [3])
+    assert cluster.end_offset_for("orders", 0, 1) == (0, 5)
+    assert cluster.end_offset_for("orders", 0, 2) == (2, 9)
+    assert cluster.end_offset_for("orders", 0, 3) == (3, 12)
+    assert cluster.leadership("other", 0).epochs == [(0, 0)]

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 from broker.coordinator.config import GroupConfig
 from broker.server.broker import BrokerServer
 from broker.setting import DECLARED
-from protocol.apis import SHARE_APIS, SUPPORTED_VERSIONS, ApiKey
+from protocol.apis import CLUSTER_APIS, SHARE_APIS, SUPPORTED_VERSIONS, ApiKey
 from tests.conftest import broker_settings
 from tests.wire.client import Connect, WireClient, request
 from tests.wire.share_client import heartbeat, share_acknowledge, share_fetch
@@ -42,7 +42,9 @@ def listed(body: Any) -> dict[int, tuple[int, int]]:
     return {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
 
 
-WITHOUT_SHARE = {key: versions for key, versions in SUPPORTED_VERSIONS.items() if key not in SHARE_APIS}
+# One node: no cluster API either (protocol/apis.py CLUSTER_APIS).
+ONE_NODE = {key: versions for key, versions in SUPPORTED_VERSIONS.items() if key not in CLUSTER_APIS}
+WITHOUT_SHARE = {key: versions for key, versions in ONE_NODE.items() if key not in SHARE_APIS}
 
 
 @pytest.mark.parametrize("version", range(SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1] + 1))
@@ -97,7 +99,7 @@ async def test_the_default_lists_the_share_apis() -> None:
         client = await WireClient.connect(broker.port)
         try:
             body = await client.call(api_versions_request(3))
-            assert listed(body) == dict(SUPPORTED_VERSIONS)
+            assert listed(body) == ONE_NODE
             beat = await client.call(heartbeat("g", "m1", 0, ("one",)))
             assert beat.error_code is E.none and beat.member_epoch == 1
         finally:

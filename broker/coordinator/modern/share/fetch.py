@@ -211,6 +211,9 @@ class ShareFetcher:
                 entry = shown.setdefault(key, FetchedPartition(*key))
                 entry.error = resolved.error
                 continue
+            if request.not_led is not None and request.not_led(*key):
+                shown.setdefault(key, FetchedPartition(*key)).error = E.not_leader_or_follower
+                continue
             ranges, batches, read = self.partitions.acquire(
                 (session.group_id, *key), resolved.log, session.member_id, budget, request.batch_size,
                 record_limit=request.record_limit, max_bytes=min(share_of_bytes, bytes_left), at_least_one=at_least_one,

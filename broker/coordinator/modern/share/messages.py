@@ -3,6 +3,7 @@ between ``broker/api/share_*.py`` and the share coordinator (``service.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -100,6 +101,10 @@ class ShareFetchRequest:
     renew: bool = False  # v2 IsRenewAck
     api_version: int = 1
     client: Client = LOCAL_CLIENT
+    # Several nodes (issue 29): whether this node does not lead a partition. The share-partition leader is the
+    # partition leader (KIP-932), so a session partition whose leader moved away acquires nothing here and is
+    # answered NOT_LEADER_OR_FOLLOWER; None on one node.
+    not_led: Callable[[TopicId, int], bool] | None = None
 
 
 @dataclass(slots=True, frozen=True)
