@@ -206,7 +206,7 @@ def cluster_row(action: JSON) -> tuple[str, ...]:
     if action["action"] == "move_coordinator":
         node = f"{action['from_node']} -> {action['node_id']} (epoch {action['epoch']})"
     commits = " ".join(
-        f"{c['client_id']} {'-' if c['next_commit_ms'] is None else format(c['next_commit_ms'], '.0f')}"
+        f"{c['client_id']} {first_commit({'first_commit_ms': c['next_commit_ms'], **c})}"
         for c in action["next_commits"]
     )
     return (
