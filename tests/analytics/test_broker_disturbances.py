@@ -4,8 +4,8 @@ two confluent consumers against it (``chaos run --bootstrap``) that stops the gr
 (graceful: its coordinators move first; tests/chaos/test_cluster_chaos.py kills it),
 starts it a second later and moves the coordinator at 4 s, then the job on the broker's log.
 
-The group ``chaos-nodes-c`` hashes to ``__consumer_offsets`` partition 32 (node 3's); the topic's two partitions
-are led by nodes 1 and 2, so the stop moves no data partition (tests/chaos/test_cluster_chaos.py says why).
+The group ``chaos-nodes-c`` hashes to ``__consumer_offsets`` partition 32 (node 3's): the stop is known; the topic's
+two partitions are led by nodes 1 and 2.
 """
 
 from __future__ import annotations

@@ -7,11 +7,9 @@ at 4 s. Nothing acknowledged may be lost, no record delivered again past an ackn
 has every consumer's next acknowledged commit after it. The broker's own events (node_stopped, node_started,
 leader_moved, coordinator_unloaded/loaded) and the runner's chaos_action marks are in its event log.
 
-The group and the topic are picked so the stop moves no data partition: the group ``chaos-nodes-c`` hashes to
-``__consumer_offsets`` partition 32, led by node 3 (index 32 % 3), while the topic's two partitions are led by
-nodes 1 and 2. (Found while writing this: on main a librdkafka fetcher whose partition's leader moves to another
-node stops fetching it, since the broker advertises no OffsetForLeaderEpoch; that is the data plane's part of
-issue 29, not the runner's.)
+The group is picked so that the stop is known: ``chaos-nodes-c`` hashes to ``__consumer_offsets`` partition 32, led
+by node 3 (index 32 % 3), which also leads two of the topic's six partitions (2 and 5): the kill moves the
+coordinator and those leaders, and the consumers' fetchers follow them (OffsetForLeaderEpoch).
 
 The others check the refusals: the options that make no sense together, and ``--bootstrap`` to a running broker
 of one node (its ``GET /v1/cluster``), which is refused before anything starts, with exit 2.
@@ -35,10 +33,10 @@ GROUP = "chaos-nodes-c"
 
 @pytest.mark.timeout(100)
 def test_node_stop_and_coordinator_move_lose_nothing_and_are_measured(tmp_path: Path) -> None:
-    assert partition_for(GROUP, 50) % 3 == 2  # its coordinator is node 3, which leads none of the topic's partitions
+    assert partition_for(GROUP, 50) % 3 == 2  # its coordinator is node 3, the leader of partitions 2 and 5 too
     report_path, event_log = tmp_path / "report.json", tmp_path / "events.jsonl"
     done = chaos(
-        "--nodes", "3", "--group", GROUP, "--consumers", "2", "--partitions", "2",
+        "--nodes", "3", "--group", GROUP, "--consumers", "2", "--partitions", "6",
         "--stop-node-every", "3", "--move-coordinator-every", "4", "--node-restart-after", "1",
         "--duration", "5", "--interval", "60", "--seed", "1", "--session-timeout-ms", "2000",
         "--heartbeat-interval-ms", "500", "--rate", "100", "--event-log", str(event_log),
@@ -73,6 +71,9 @@ def test_node_stop_and_coordinator_move_lose_nothing_and_are_measured(tmp_path: 
     events = [json.loads(line) for line in event_log.read_text().splitlines() if line.strip()]
     seen = {e["event"] for e in events}
     assert {"node_stopped", "node_started", "leader_moved", "coordinator_unloaded", "coordinator_loaded"} <= seen
+    moved = {e["partition"] for e in events if e["event"] == "leader_moved" and e["topic"] == report["config"]["topic"]
+             and e["cause"] == "node_stopped"}  # fmt: skip
+    assert moved == {2, 5}, moved  # node 3's partitions of the topic: their consumers read on past the move
     marks = [e["action"] for e in events if e["event"] == "chaos_action" and e["group_id"] == GROUP]
     assert sorted(marks) == ["move_coordinator", "start_node", "stop_node"], marks
 
