@@ -156,7 +156,7 @@ class NodeSet:
         closing = self._drop(node, abort=True) if mode == "kill" else []
         moves = self.layout.stop(node_id)
         # The cause before its consequences: node_stopped, then each leader_moved, coordinator_(un)loaded.
-        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
+        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved_partitions": len(moves)})
         self._moved(moves, cause="node_stopped")
         if mode != "kill":
             closing = self._drop(node, abort=False)
@@ -224,8 +224,9 @@ class NodeSet:
                 {"topic": moved.topic, "partition": moved.partition, "leader": moved.leader,
                  "previous": moved.previous, "leader_epoch": moved.epoch, "cause": cause},
             )  # fmt: skip
-        for moved in internal:
-            fields = {"topic": moved.topic, "partition": moved.partition, "epoch": moved.epoch}
+        for moved in internal:  # partitions: the internal topic's count, which a group id hashes over (analytics)
+            fields = {"topic": moved.topic, "partition": moved.partition, "epoch": moved.epoch, "cause": cause,
+                      "partitions": self._partitions(moved.topic)}  # fmt: skip
             self._events.emit(COORDINATOR_UNLOADED, "", {**fields, "node_id": moved.previous})
         started = time.perf_counter()
         if internal and self.on_coordinators_moved is not None:
@@ -242,16 +243,21 @@ class NodeSet:
             if delay > 0 and self.purgatory is not None:
                 # Said when the load ends, as Kafka's CoordinatorRuntime logs a finished load: the analytics count
                 # a move's cost to the clients from it.
-                self.purgatory.schedule(loaded_key, delay, partial(self._loaded, moved, now, work_ms))
+                self.purgatory.schedule(loaded_key, delay, partial(self._loaded, moved, now, work_ms, cause))
             else:
-                self._loaded(moved, now, work_ms)
+                self._loaded(moved, now, work_ms, cause)
 
-    def _loaded(self, moved: Moved, moved_at: float, work_ms: float) -> None:
+    def _loaded(self, moved: Moved, moved_at: float, work_ms: float, cause: str) -> None:
         self._events.emit(
             COORDINATOR_LOADED, "",
             {"topic": moved.topic, "partition": moved.partition, "node_id": moved.leader, "epoch": moved.epoch,
-             "load_delay_ms": self.load_delay_ms, "duration_ms": round(self._now_ms() - moved_at + work_ms, 3)},
+             "load_delay_ms": self.load_delay_ms, "duration_ms": round(self._now_ms() - moved_at + work_ms, 3),
+             "previous": moved.previous, "cause": cause, "partitions": self._partitions(moved.topic)},
         )  # fmt: skip
+
+    def _partitions(self, topic: str) -> int:
+        layout = self.layout
+        return layout.offsets_partitions if topic == OFFSETS_TOPIC else layout.transaction_partitions
 
     def _drop(self, node: Node, *, abort: bool) -> list[Acceptor]:
         """Close the node's listening sockets (its port refuses at once, and is free to listen on again), then
