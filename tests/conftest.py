@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,6 +50,22 @@ def _bound_port(port: int) -> int | None:
         except OSError:
             return None
         return int(sock.getsockname()[1])
+
+
+def _hear_ctrl_c() -> None:
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def _sigint_not_ignored() -> Iterator[None]:
+    """Keep SIGINT heard in the test process. A child inherits an ignored SIGINT, and a Python child started so
+    never turns Ctrl-C into KeyboardInterrupt: the tests that stop `group-broker watch` with SIGINT hung in full
+    runs (three in two runs on 2026-12-04) after something earlier in the same xdist worker, outside any one test's
+    setup and teardown, left SIGINT, SIGQUIT and SIGHUP ignored (seen in /proc/<pid>/status SigIgn)."""
+    _hear_ctrl_c()
+    yield
+    _hear_ctrl_c()
 
 
 def free_port() -> int:

@@ -30,10 +30,11 @@ RANKS: dict[str, int] = {
     "broker.timing": 1,
     "broker.re2_pattern": 1,  # RE2 loaded on first use, for KIP-848 subscriptions and ListTransactions v2
     "broker.changes": 1,  # the durable-change contract (issue 27): coordinator/, storage/, transactions/ put to it
+    # Several nodes (issue 29): Kafka's partitionFor, the layout of leaders and epochs, one node's routing; pure,
+    # imported by transactions/ (the transactional id hash), the coordinator (which groups a moved partition holds),
+    # api/, server/, control/ and cli/.
+    "broker.cluster": 1,
     "broker.events": 2,
-    # Several nodes (issue 29): Kafka's partitionFor, the layout of leaders and epochs, one node's routing; imported
-    # by transactions/ (the transactional id hash), api/, server/, control/ and cli/.
-    "broker.cluster": 2,
     "broker.coordinator": 3,
     "broker.storage": 3,
     "broker.transactions": 3,

@@ -19,8 +19,9 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder  # type: i
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i64
 
-from benchmarks import share_wire, wire
+from benchmarks import share_loadgen, share_wire, wire
 from protocol.codec import encode_response, nested, response_schema
+from protocol.consumer_heartbeat import decode_share_steady
 from tests.test_benchmarks import _kio_frame
 from tests.wire.client import part
 
@@ -43,6 +44,18 @@ def test_share_heartbeat_frame_matches_kio(epoch: int, topics: tuple[str, ...] |
     )  # fmt: skip
     body = share_wire.share_heartbeat_body("g", MEMBER, epoch, topics, rack)
     assert wire.frame(wire.SHARE_GROUP_HEARTBEAT, 1, 7, "c", body) == expected
+
+
+def test_the_timed_share_heartbeats_take_the_brokers_fast_path() -> None:
+    """A deterministic proxy for the share-heartbeat figure: the frames the timed run sends (a settled member's
+    steady beat, ``share_loadgen._heartbeat`` with its epoch) are read by the broker's hand decoder, so the run
+    measures the fast path (``RequestPipeline.run``) and not kio's; a join or a leave is not."""
+    steady = share_loadgen._heartbeat("g", MEMBER, 3)
+    decoded = decode_share_steady(steady[4:])
+    assert decoded is not None
+    assert decoded[3:] == ("g", MEMBER, MEMBER.encode(), 3)
+    assert decode_share_steady(share_loadgen._heartbeat("g", MEMBER, 0, ["t"])[4:]) is None
+    assert decode_share_steady(share_loadgen._heartbeat("g", MEMBER, -1)[4:]) is None
 
 
 def _kio_share_fetch(epoch: int, partitions: tuple[Any, ...], **limits: int) -> bytes:

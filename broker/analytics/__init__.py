@@ -30,6 +30,7 @@ TABLES = (
     "ownership",
     "summary",
     "disturbances",
+    "broker_disturbances",
     "share_deliveries",
     "share_in_flight",
 )

@@ -47,6 +47,7 @@ from broker.analytics.session import (
     under_spark_submit,
 )
 from broker.analytics.tables import build, sequence_events
+from broker.analytics.tables.cluster import broker_disturbances_table, described, progress_rows
 from broker.analytics.tables.disturbances import caused, disturbances_table
 from broker.analytics.tables.members import members_output
 from broker.analytics.tables.ownership import ownership_output
@@ -215,6 +216,12 @@ def _analyse(
             say(f"  {row['group_id'] or '(every group)'}: {caused(row.asDict())}")
         if result.rows["disturbances"] > DISTURBANCES_SHOWN:
             say(f"  ... {result.rows['disturbances'] - DISTURBANCES_SHOWN} more in the disturbances table")
+    say("writing broker_disturbances")  # node stops, starts and coordinator moves (issue 29)
+    cluster = broker_disturbances_table(spark, events, written_members)
+    result.rows["broker_disturbances"] = _write(cluster, _join(out, "broker_disturbances"))
+    if result.rows["broker_disturbances"]:
+        for pair in progress_rows(spark.read.parquet(_join(out, "broker_disturbances")), DISTURBANCES_SHOWN):
+            say(f"  {pair['group_id']}: {described(pair)}")
     say("writing summary")
     summary = summary_table(written_rebalances, written_members, spark.read.parquet(_join(out, "disturbances")))
     result.rows["summary"] = _write(summary, _join(out, "summary"))

@@ -146,6 +146,17 @@ EVENT_SCHEMA = StructType(
         ("accepted", LongType()),
         ("rejected", LongType()),
         ("delivery_count", IntegerType()),
+        # added within version 2 (issue 29): the cluster events of ``serve --nodes N`` (node_stopped, node_started,
+        # leader_moved, coordinator_unloaded, coordinator_loaded), group_id "": ``topic``, ``partition`` and
+        # ``cause`` above; ``epoch``, ``previous`` and ``partitions`` raw JSON (``partitions`` is a transaction's
+        # map of topics too), cast where read (``tables/cluster.py``)
+        ("node_id", IntegerType()),
+        ("mode", StringType()),
+        ("epoch", StringType()),
+        ("previous", StringType()),
+        ("partitions", StringType()),
+        ("load_delay_ms", LongType()),
+        ("duration_ms", DoubleType()),
         (CORRUPT, StringType()),
     )
 )
@@ -295,6 +306,32 @@ DISTURBANCES = StructType(
     )
 )
 
+# issue 29: node stops and starts and coordinator moves (``tables/cluster.py``); one row per (disturbance, group,
+# member alive at it)
+BROKER_DISTURBANCES = StructType(
+    _fields(
+        ("group_id", StringType()),
+        ("run_id", StringType()),
+        ("seq", LongType()),
+        ("ts_ms", LongType()),
+        ("event", StringType()),
+        ("cause", StringType()),
+        ("mode", StringType()),
+        ("node_id", IntegerType()),
+        ("previous_node", IntegerType()),
+        ("partition", IntegerType()),
+        ("epoch", IntegerType()),
+        ("load_delay_ms", LongType()),
+        ("load_ms", DoubleType()),
+        ("member_id", StringType()),
+        ("client_id", StringType()),
+        ("next_commit_ms", LongType()),
+        ("member_end_ms", LongType()),
+        ("all_committed_ms", LongType()),
+        ("commits_logged", BooleanType()),
+    )
+)
+
 # issue 28: share groups (``tables/share.py``); one row per share-partition of a (group, run)
 SHARE_DELIVERIES = StructType(
     _fields(
@@ -365,6 +402,7 @@ TABLE_SCHEMAS: dict[str, StructType] = {
     "ownership": OWNERSHIP,
     "summary": SUMMARY,
     "disturbances": DISTURBANCES,
+    "broker_disturbances": BROKER_DISTURBANCES,
     "share_deliveries": SHARE_DELIVERIES,
     "share_in_flight": SHARE_IN_FLIGHT,
 }

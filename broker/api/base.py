@@ -163,6 +163,15 @@ def named_identity(body: Any) -> RequestIdentity:
     )
 
 
+def routed_away(ctx: ApiContext, group_id: str) -> ErrorCode | None:
+    """With several nodes (issue 29), the error of a group this node does not serve: NOT_COORDINATOR, or
+    COORDINATOR_LOAD_IN_PROGRESS while its partition loads; None when it does. A request naming several groups
+    (DescribeGroups, DeleteGroups, OffsetFetch v8+, the describes) answers it in that group's own entry and is
+    served for the rest, as Kafka's GroupCoordinatorService fans such a request out per partition."""
+    route = ctx.route
+    return None if route is None else route.group_error(group_id)
+
+
 # (version, request body, error) -> the answer that is nothing but ``error``: a kio response, or CloseConnection.
 ErrorAnswer = Callable[[int, Any, ErrorCode], Any]
 

@@ -23,7 +23,16 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
-from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, RequestIdentity, Route, millis
+from broker.api.base import (
+    NO_AUTHORIZED_OPERATIONS,
+    NO_THROTTLE,
+    ApiContext,
+    Call,
+    RequestIdentity,
+    Route,
+    millis,
+    routed_away,
+)
 from broker.api.groups import ALL_GROUP_OPERATIONS
 from broker.coordinator.messages import (
     ConsumerGroupDescription,
@@ -95,7 +104,13 @@ def consumer_group_describe(ctx: ApiContext, call: Call, body: Any) -> Any:
     cls = response_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, version)
     with_operations = body.include_authorized_operations
     groups = tuple(
-        _described_group(cls, ctx.coordinator.describe_consumer_group(group_id), with_operations)
+        _described_group(
+            cls,
+            ConsumerGroupDescription(group_id, away)  # another node's group (issue 29)
+            if (away := routed_away(ctx, group_id)) is not None
+            else ctx.coordinator.describe_consumer_group(group_id),
+            with_operations,
+        )
         for group_id in body.group_ids
     )
     return build(cls, throttle_time=NO_THROTTLE, groups=groups)

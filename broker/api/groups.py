@@ -20,6 +20,7 @@ from broker.api.base import (
     Call,
     RequestIdentity,
     Route,
+    routed_away,
     top_level_error,
 )
 from broker.coordinator.group_type import GroupType
@@ -40,6 +41,10 @@ def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
     with_operations = getattr(body, "include_authorized_operations", False)
     described = []
     for group_id in body.groups:
+        away = routed_away(ctx, group_id)
+        if away is not None:  # another node's group (issue 29): its entry as DescribeGroupsResponse.groupError
+            described.append(_group_error(group_cls, group_id, away))
+            continue
         missing: str | None  # what v6 says of a group it does not describe
         if ctx.coordinator.group_type(group_id) not in (None, GroupType.CLASSIC):
             # Not a classic group: described as an unknown one (section 9.2), whatever the classic side holds.
@@ -85,6 +90,14 @@ def list_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
     cls = response_schema(ApiKey.LIST_GROUPS, call.api_version)
     group_cls = nested(cls, "ListedGroup")
     error, groups = ctx.coordinator.list_groups(getattr(body, "states_filter", ()), getattr(body, "types_filter", ()))
+    route = ctx.route
+    if route is not None and error is ErrorCode.none:
+        # Each node lists the groups it coordinates (an admin client asks every node and merges); one of its
+        # partitions still loading fails the listing, as GroupCoordinatorService.listGroups does.
+        if route.loading_groups():
+            error, groups = ErrorCode.coordinator_load_in_progress, ()
+        else:
+            groups = tuple(g for g in groups if route.coordinates_group(g.group_id))
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -105,7 +118,13 @@ def list_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
 def delete_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
     cls = response_schema(ApiKey.DELETE_GROUPS, call.api_version)
     result_cls = nested(cls, "DeletableGroupResult")
-    results = ctx.coordinator.delete_groups(body.groups_names)
+    names = body.groups_names
+    away = {g: e for g in names if (e := routed_away(ctx, g)) is not None}
+    if away:  # another node's groups (issue 29) answer NOT_COORDINATOR each, the rest are deleted
+        deleted = dict(ctx.coordinator.delete_groups(g for g in names if g not in away))
+        results = tuple((g, away[g] if g in away else deleted[g]) for g in dict.fromkeys(names))
+    else:
+        results = ctx.coordinator.delete_groups(names)
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -118,21 +137,22 @@ def _describe_groups_error(version: int, body: Any, error: ErrorCode) -> Any:
     (unknown state, protocol type and protocol all "", no members, authorized operations omitted)."""
     cls = response_schema(ApiKey.DESCRIBE_GROUPS, version)
     group_cls = nested(cls, "DescribedGroup")
-    groups = tuple(
-        build(
-            group_cls,
-            error_code=error,
-            error_message=None,
-            group_id=group_id,
-            group_state="",
-            protocol_type="",
-            protocol_data="",
-            members=(),
-            authorized_operations=NO_AUTHORIZED_OPERATIONS,
-        )
-        for group_id in body.groups
-    )
+    groups = tuple(_group_error(group_cls, group_id, error) for group_id in body.groups)
     return build(cls, throttle_time=NO_THROTTLE, groups=groups)
+
+
+def _group_error(group_cls: type, group_id: str, error: ErrorCode) -> Any:
+    return build(
+        group_cls,
+        error_code=error,
+        error_message=None,
+        group_id=group_id,
+        group_state="",
+        protocol_type="",
+        protocol_data="",
+        members=(),
+        authorized_operations=NO_AUTHORIZED_OPERATIONS,
+    )
 
 
 def _delete_groups_error(version: int, body: Any, error: ErrorCode) -> Any:

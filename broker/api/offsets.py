@@ -16,6 +16,7 @@ from broker.api.base import (
     millis,
     named_identity,
     partition_errors,
+    routed_away,
     top_level_error,
 )
 from broker.coordinator.messages import (
@@ -103,6 +104,10 @@ def offset_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
         partition_cls = nested(cls, "OffsetFetchResponsePartitions")
         groups = []
         for group in body.groups:
+            away = routed_away(ctx, group.group_id)
+            if away is not None:  # another node's group (issue 29): a group-level error, no topics
+                groups.append(build(group_cls, group_id=group.group_id, topics=(), error_code=away))
+                continue
             wanted = _wanted(group.topics)
             # v9 names the member (section 8.2 of docs/spec/consumer-groups.md); older versions never do.
             offsets = coordinator.fetch_offsets(

@@ -13,7 +13,16 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from broker.api.base import NO_THROTTLE, ApiContext, Call, RequestIdentity, Route, error_message, top_level_error
+from broker.api.base import (
+    NO_THROTTLE,
+    ApiContext,
+    Call,
+    RequestIdentity,
+    Route,
+    error_message,
+    routed_away,
+    top_level_error,
+)
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -31,6 +40,12 @@ def describe_share_group_offsets(ctx: ApiContext, call: Call, body: Any) -> Any:
 
     groups = []
     for group in body.groups:
+        away = routed_away(ctx, group.group_id)
+        if away is not None:  # another node's group (issue 29)
+            groups.append(
+                build(group_cls, group_id=group.group_id, topics=(), error_code=away, error_message=error_message(away))
+            )
+            continue
         topics = None if group.topics is None else [(t.topic_name, tuple(t.partitions)) for t in group.topics]
         error, message, found = ctx.coordinator.share.describe_offsets(group.group_id, topics, log_end)
         groups.append(

@@ -16,7 +16,15 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
-from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, RequestIdentity, Route
+from broker.api.base import (
+    NO_AUTHORIZED_OPERATIONS,
+    NO_THROTTLE,
+    ApiContext,
+    Call,
+    RequestIdentity,
+    Route,
+    routed_away,
+)
 from broker.api.groups import ALL_GROUP_OPERATIONS
 from broker.coordinator.modern.share.messages import (
     ShareGroupDescription,
@@ -86,7 +94,13 @@ def heartbeat_response(version: int, result: ShareHeartbeatResult) -> Any:
 def share_group_describe(ctx: ApiContext, call: Call, body: Any) -> Any:
     cls = response_schema(ApiKey.SHARE_GROUP_DESCRIBE, call.api_version)
     groups = tuple(
-        _described(cls, ctx.coordinator.share.describe(group_id), body.include_authorized_operations)
+        _described(
+            cls,
+            ShareGroupDescription(group_id, away)  # another node's group (issue 29)
+            if (away := routed_away(ctx, group_id)) is not None
+            else ctx.coordinator.share.describe(group_id),
+            body.include_authorized_operations,
+        )
         for group_id in body.group_ids
     )
     return build(cls, throttle_time=NO_THROTTLE, groups=groups)

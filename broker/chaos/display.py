@@ -196,6 +196,52 @@ def print_restarts(console: Console, report: JSON) -> None:
     )
 
 
+CLUSTER_COLUMNS = ("#", "at", "action", "node", "partition", "answer ms", "all committed ms", "next commit ms")
+
+
+def cluster_row(action: JSON) -> tuple[str, ...]:
+    """One line of the node table: a stop (its mode), a start or a coordinator move (from -> to, its epoch)."""
+    what = {"stop_node": f"stop ({action['mode']})", "start_node": "start", "move_coordinator": "move"}
+    node = str(action["node_id"])
+    if action["action"] == "move_coordinator":
+        node = f"{action['from_node']} -> {action['node_id']} (epoch {action['epoch']})"
+    commits = " ".join(
+        f"{c['client_id']} {first_commit({'first_commit_ms': c['next_commit_ms'], **c})}"
+        for c in action["next_commits"]
+    )
+    return (
+        str(action["number"]), f"{action['t_s']:.1f}", str(what.get(action["action"], action["action"])), node,
+        "-" if action["partition"] is None else str(action["partition"]), f"{action['answer_ms']:.0f}",
+        "-" if action["all_committed_ms"] is None else f"{action['all_committed_ms']:.0f}", commits or "-",
+    )  # fmt: skip
+
+
+def print_cluster(console: Console, report: JSON) -> None:
+    """The node stops, starts and coordinator moves (``--stop-node-every``, ``--move-coordinator-every``)."""
+    if "cluster" not in report:
+        return
+    summary, nodes = report["cluster"], report["config"].get("nodes")
+    table = Table(
+        title=f"{summary['stops']} node stops, {summary['starts']} starts, {summary['moves']} coordinator moves"
+        + (f" ({nodes} nodes)" if nodes else ""), box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False,
+        caption_justify="left",
+        caption="at: s since the chaos started; partition: the group's __consumer_offsets partition; answer: the "
+        "control API's; all committed: ms from the action until every consumer had an acknowledged commit after it",
+    )  # fmt: skip
+    for column in CLUSTER_COLUMNS:
+        table.add_column(column, justify="left" if column in ("action", "node", "next commit ms") else "right")
+    for action in report["cluster_actions"]:
+        table.add_row(*cluster_row(action))
+    console.print(table)
+    if not report.get("broker_restarts"):  # print_restarts says it otherwise
+        records = report["records"]
+        console.print(
+            f"commits: {records['commits_acked']} acknowledged, records delivered again after their commit was "
+            f"acknowledged {records['duplicated_after_commit']}",
+            highlight=False,
+        )
+
+
 def print_report(report: JSON) -> None:
     console = Console(width=None if sys.stdout.isatty() else 100)
     config = report["config"]
@@ -212,14 +258,16 @@ def print_report(report: JSON) -> None:
     table.columns[KILL_COLUMNS.index("detected by")].min_width = len("session_timeout")
     for kill in report["kills"]:
         table.add_row(*kill_row(kill))
-    console.print(table)
-    totals = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in SUMMARY_COLUMNS:
-        totals.add_column(column, justify="right" if column else "left")
-    for row in summary_rows(report["summary"]):
-        totals.add_row(*row)
-    console.print(totals)
+    if report["kills"] or "cluster" not in report:  # a run of node stops only has no kills to show
+        console.print(table)
+        totals = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for column in SUMMARY_COLUMNS:
+            totals.add_column(column, justify="right" if column else "left")
+        for row in summary_rows(report["summary"]):
+            totals.add_row(*row)
+        console.print(totals)
     print_restarts(console, report)
+    print_cluster(console, report)
     verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"
     if consumer:
         group = report["group"]

@@ -25,7 +25,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +209,16 @@ def verify(produced: Produced, output: Iterable[str] | None, topic: str, written
         "duplicated_keys": duplicated[:100],
         "unexpected_keys": unexpected[:100],
     }
+
+
+def check_output(
+    bootstrap: str, topic: str, partitions: int, produced: Produced, notes: list[str], say: Callable[[str], None]
+) -> JSON:
+    """--exactly-once: the whole output topic of ``topic``, read read_committed once the workers have stopped."""
+    output = output_topic(topic)
+    say(f"reading {output} (read_committed) to check every input came out exactly once")
+    keys = read_output(bootstrap, output, partitions)
+    if keys is None:
+        notes.append(f"{output} was not read to its end within {READ_TIMEOUT_S:.0f}s")
+    written = read_output(bootstrap, output, partitions, committed=False)
+    return verify(produced, keys, output, None if written is None else len(written))

@@ -138,6 +138,7 @@ def launch(argv: list[str], log_path: Path, append: bool = False) -> Listening:
     ``log_path`` (appended to with ``append``: a restarted broker's lines follow the killed one's)."""
     process = spawn(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     found: dict[str, JSON] = {}
+    nodes: list[JSON] = []  # every node's "broker listening" line (serve --nodes N: one per node)
     ready = threading.Event()
     start = log_path.stat().st_size if append and log_path.exists() else 0
 
@@ -155,6 +156,8 @@ def launch(argv: list[str], log_path: Path, append: bool = False) -> Listening:
                     continue
                 if isinstance(line, dict) and line.get("event") in LISTENING_LINES:
                     found[line["event"]] = line
+                    if line["event"] == LISTENING_LINES[0]:
+                        nodes.append(line)
                     if len(found) == len(LISTENING_LINES):
                         ready.set()
         ready.set()  # the broker exited: stop waiting
@@ -165,8 +168,10 @@ def launch(argv: list[str], log_path: Path, append: bool = False) -> Listening:
         log_end = log_path.read_bytes()[start:].decode(errors="replace")[-2000:] if log_path.exists() else ""
         missing = sorted(set(LISTENING_LINES) - set(found))
         raise ChaosError(f"the broker did not start (no {', '.join(missing)} log line); its log ends:\n{log_end}")
-    kafka, control = (found[name] for name in LISTENING_LINES)
-    return Listening(process, f"127.0.0.1:{kafka['port']}", f"http://{control['host']}:{control['port']}")
+    control = found[LISTENING_LINES[1]]
+    # Every node in the bootstrap list: a client started while one is stopped finds the others.
+    bootstrap = ",".join(f"127.0.0.1:{node['port']}" for node in nodes)
+    return Listening(process, bootstrap, f"http://{control['host']}:{control['port']}")
 
 
 class Broker:
@@ -198,12 +203,14 @@ class Broker:
         log_path: Path,
         settings: list[str] | None = None,
         data_dir: Path | None = None,
+        nodes: int | None = None,
     ) -> Broker:
         """``python -m broker serve``; its JSON log lines (stderr) go on to ``log_path``.
 
         ``settings``: more flags for it (``consumer_group_timers``). Without ``data_dir``, on free ports
         (``--port 0 --admin-port 0``) and in memory; with it, on fixed free ports and durable there, so that
-        ``restart`` brings back the same broker where its clients look for it."""
+        ``restart`` brings back the same broker where its clients look for it. ``nodes``: ``serve --nodes``; the
+        bootstrap then lists every node."""
         if data_dir is None:
             ports = ["--port", "0", "--admin-port", "0"]
         else:
@@ -213,6 +220,7 @@ class Broker:
             sys.executable, "-m", "broker", "serve", "--host", "127.0.0.1", *ports,
             "--group-initial-rebalance-delay-ms", "0", "--group-min-session-timeout-ms", "1000",
             "--topic", f"{topic}:{partitions}", "--log-format", "json", *(settings or []),
+            *(["--nodes", str(nodes)] if nodes is not None else []),
         ]  # fmt: skip
         up = launch(argv, log_path)
         return cls(up.bootstrap, up.admin, up.process, argv, log_path)

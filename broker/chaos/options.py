@@ -20,6 +20,7 @@ import argparse
 from typing import Any
 
 from broker.chaos import CLIENTS
+from broker.chaos.cluster_options import add_cluster_arguments, cluster_config, cluster_problems
 from broker.control.client import URL_ENV
 
 #: The group protocols of the bundled consumer (``broker.chaos.consumer``) and the exactly-once worker.
@@ -118,12 +119,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "time to its first acknowledged commit after it, and that no acknowledged record or commit was lost "
         "(not with --bootstrap; default: no broker restarts)",
     )  # fmt: skip
+    add_cluster_arguments(schedule)
     schedule.add_argument(
         "--drain-timeout", type=float, default=60.0, metavar="S",
         help="after the chaos, wait at most S s for every produced record to be consumed (default 60)",
     )  # fmt: skip
 
     where = parser.add_argument_group("broker")
+    where.add_argument(
+        "--nodes", type=int, default=None, metavar="N",
+        help="start the broker with N nodes (serve --nodes N: node i on its port + i), for --stop-node-every and "
+        "--move-coordinator-every (not with --bootstrap; default 1)",
+    )  # fmt: skip
     where.add_argument(
         "--bootstrap", default=None, metavar="HOST:PORT",
         help="use this running broker (default: start one for the run, and stop it after)",
@@ -202,6 +209,7 @@ def argument_problems(args: argparse.Namespace) -> list[str]:
                 "(its group.consumer.assignors)"
             )
     problems += share_problems(args)
+    problems += cluster_problems(args)
     if args.exactly_once and args.client != EXACTLY_ONCE_CLIENT:
         problems.append(
             f"--exactly-once needs --client {EXACTLY_ONCE_CLIENT}: its transactional worker is confluent-kafka's"
@@ -266,6 +274,7 @@ def config_report(args: argparse.Namespace, topic: str, group: str, seed: int) -
         "restart_after_s": args.restart_after,
         "drain_timeout_s": args.drain_timeout,
         "broker_restart_every_s": args.broker_restart_every,
+        **cluster_config(args),
         "seed": seed,
     }
 

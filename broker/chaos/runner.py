@@ -27,6 +27,10 @@ SIGKILLs and restarts it every S seconds besides the consumer kills (``broker_re
 ``broker_restarts`` says how long each took, what the new broker loaded, and each consumer's time to its first
 acknowledged commit after it; the run fails if an acknowledged record was lost or an acknowledged commit forgotten.
 
+``--nodes N`` starts that broker with N nodes; ``--stop-node-every S`` stops the group's coordinator node and
+``--move-coordinator-every S`` moves the group's coordinator (``cluster_chaos``): the report's ``cluster_actions``
+say, per action, the time to every consumer's next acknowledged commit; no duplicate past a commit either.
+
 ``--group-protocol consumer`` makes the group a KIP-848 consumer group (confluent consumers with
 ``group.protocol=consumer``; docs/spec/consumer-groups.md): the broker it starts gets the session timeout and
 heartbeat interval as its consumer-group timers (section 7), the group is watched through its events (state,
@@ -65,8 +69,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from broker.chaos import exactly_once, library_available, missing_library_message, share_run
+from broker.chaos import cluster_chaos, exactly_once, library_available, missing_library_message, share_run
 from broker.chaos.broker_restarts import BrokerRestarts, data_dir, durability_report, restart_notes, restart_reports
+from broker.chaos.cluster_chaos import ClusterChaos, running_cluster_problem
 from broker.chaos.display import Display, print_report
 from broker.chaos.launch import (
     STOP_TIMEOUT_S,
@@ -150,6 +155,7 @@ class Run:
         self.producer_exited = False
         every = args.broker_restart_every
         self.broker_restarts = BrokerRestarts(every) if every is not None else None
+        self.nodes = ClusterChaos.from_args(args, self.seed)  # --stop-node-every, --move-coordinator-every
 
     # -- processes
 
@@ -260,6 +266,8 @@ class Run:
             self.records.read(consumer.out)
         produced = Produced.load(self.producer_status).acked
         summary = self.follower.summary if self.follower is not None else None
+        if self.nodes is not None and self.control is not None:  # the nodes' stops, starts and moves due
+            self.nodes.tick(self.control, self.group, self.display.say, chaos=self.phase == "chaos")
         self.display.progress(self.phase, len(self.schedule.kills), produced, self.records.lines, summary)
 
     # -- phases
@@ -270,14 +278,12 @@ class Run:
             self.display.say("starting a broker")
             settings = consumer_group_timers(self.args.session_timeout_ms, self.args.heartbeat_interval_ms)
             settings = share_run.broker_settings(self.args) if self.share else settings if consumer_groups else []
-            settings = settings + (
-                exactly_once.broker_settings() if self.args.exactly_once else []
-            )
+            settings = settings + (exactly_once.broker_settings() if self.args.exactly_once else [])
             if self.args.event_log is not None:
                 settings += ["--event-log", str(Path(self.args.event_log).resolve())]
             self.broker = Broker.start(
                 self.topic, self.args.partitions, self.workdir / "broker.log", settings,
-                data_dir=None if self.broker_restarts is None else data_dir(self.workdir),
+                data_dir=None if self.broker_restarts is None else data_dir(self.workdir), nodes=self.args.nodes,
             )  # fmt: skip
         else:
             self.broker = Broker(self.args.bootstrap, self.args.admin or configured_url())
@@ -354,6 +360,8 @@ class Run:
         if self.broker_restarts is not None:
             self.broker_restarts.start(start)
             self.display.say(f"and the broker: SIGKILL and restart every {self.broker_restarts.every_s:g}s")
+        if self.nodes is not None:
+            self.nodes.start(start)
         while time.time() < end:
             if time.time() >= next_kill:
                 self.kill_one()
@@ -363,6 +371,8 @@ class Run:
             self.tick()
             time.sleep(TICK_S)
         self.chaos_ended = time.time()
+        if self.nodes is not None and self.control is not None:  # every node runs for the drain
+            self.nodes.start_all(self.control, self.group, self.display.say)
 
     def restart_broker(self) -> None:
         """SIGKILL the broker and start it again (``broker_restarts``); the consumer kills wait meanwhile."""
@@ -434,17 +444,6 @@ class Run:
 
     # -- the report
 
-    def check_output(self, produced: Produced) -> JSON:
-        """--exactly-once: the whole output topic, read read_committed now that the workers have stopped."""
-        assert self.broker is not None
-        output = exactly_once.output_topic(self.topic)
-        self.display.say(f"reading {output} (read_committed) to check every input came out exactly once")
-        keys = exactly_once.read_output(self.broker.bootstrap, output, self.args.partitions)
-        if keys is None:
-            self.notes.append(f"{output} was not read to its end within {exactly_once.READ_TIMEOUT_S:.0f}s")
-        written = exactly_once.read_output(self.broker.bootstrap, output, self.args.partitions, committed=False)
-        return exactly_once.verify(produced, keys, output, None if written is None else len(written))
-
     def report(self, produced: Produced, finished_at: float) -> JSON:
         assert self.broker is not None and self.follower is not None
         events = self.follower.snapshot()
@@ -469,11 +468,13 @@ class Run:
         if produced.acked == 0:
             self.notes.append("no record was acknowledged: nothing to check")
         start = self.schedule.started
-        check = self.check_output(produced) if self.args.exactly_once else None
+        check = None if not self.args.exactly_once else exactly_once.check_output(
+            self.broker.bootstrap, self.topic, self.args.partitions, produced, self.notes, self.display.say)
+        cluster = cluster_chaos.report(self.nodes, self.incarnations, self.notes)  # {} without node chaos
         ok = records["lost"] == 0 and produced.acked > 0 and (check is None or check["ok"])
         ok = ok and (share is None or share["ok"])
-        # Across broker restarts a commit the broker acknowledged must hold as well as a record.
-        ok = ok and (restarts is None or records["duplicated_after_commit"] == 0)
+        # Across broker restarts and node stops a commit the broker acknowledged must hold as well as a record.
+        ok = ok and ((restarts is None and not cluster) or records["duplicated_after_commit"] == 0)
         return {
             "version": 1,
             "ok": ok,
@@ -497,6 +498,7 @@ class Run:
             "notes": self.notes,
             "workdir": str(self.workdir),
             **({} if check is None else {"exactly_once": check}),
+            **cluster,
             **({} if share is None else {"share": share}),
         }
 
@@ -526,6 +528,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not library_available(args.client):
         print(f"{PROGRAM}: error: {missing_library_message(args.client)}", file=sys.stderr)
+        return 2
+    problem = running_cluster_problem(args)  # --bootstrap: does the running broker have several nodes?
+    if problem is not None:
+        print(f"{PROGRAM}: error: {problem}", file=sys.stderr)
         return 2
     resolve_defaults(args)
     keep = args.workdir is not None

@@ -18,8 +18,9 @@ recovered log already carries epochs starts from them (``log_epochs``: the cache
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.cluster.hashing import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
 
@@ -240,6 +241,46 @@ class ClusterLayout:
             del self.loading[(topic, partition)]
             return False
         return True
+
+    # -- what a data directory keeps (checklist 31) -------------------------------------------------------------
+
+    def stored_value(self, topic: str, partition: int) -> dict[str, Any]:
+        """A partition's leadership as a data directory keeps it (``restore`` reads it back)."""
+        leadership = self.leadership(topic, partition)
+        return {
+            "replicas": list(leadership.replicas),
+            "leader": leadership.leader,
+            "epoch": leadership.epoch,
+            "epochs": [list(entry) for entry in leadership.epochs],
+        }
+
+    def restore(self, stored: Iterable[tuple[str, int, Mapping[str, Any]]]) -> int:
+        """The leaderships a data directory kept, after a restart (checklist 31: leaders as they were, epochs not
+        reset). Which nodes were stopped is not kept: every node runs again, so a stored leader leads again, and a
+        partition that had none (every replica stopped) is led by its first replica in the next epoch, which starts
+        where the offline one did (nothing was written without a leader: LeaderEpochFileCache.assign replaces it).
+        A row naming a node this process does not have (another --nodes) is left out: that partition starts afresh.
+        The number restored."""
+        restored = 0
+        for topic, partition, value in stored:
+            replicas = tuple(int(node) for node in value["replicas"])
+            leader = int(value["leader"])
+            if not replicas or any(node not in self.up for node in replicas) or (leader >= 0 and leader not in self.up):
+                continue
+            leadership = Leadership(
+                replicas, leader, int(value["epoch"]), [(int(epoch), int(start)) for epoch, start in value["epochs"]]
+            )
+            if leader == NO_LEADER:
+                leadership.leader = self._first_running(replicas)
+                leadership.epoch += 1
+                leadership.epochs[-1] = (leadership.epoch, leadership.epochs[-1][1])
+            self._leaderships[(topic, partition)] = leadership
+            if topic == OFFSETS_TOPIC and partition < self.offsets_partitions:
+                self.group_coordinators[partition] = leadership.leader
+            elif topic == TRANSACTION_TOPIC and partition < self.transaction_partitions:
+                self.transaction_coordinators[partition] = leadership.leader
+            restored += 1
+        return restored
 
     # -- internals -----------------------------------------------------------------------------------------------
 

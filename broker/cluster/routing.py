@@ -20,8 +20,8 @@ from broker.cluster.layout import ClusterLayout
 from protocol.apis import ApiKey
 
 # The requests the group coordinator serves, routed by the group id they name (KafkaApis hands them to the
-# GroupCoordinator; CoordinatorRuntime answers NOT_COORDINATOR for a partition it does not host). A request naming
-# several groups (DescribeGroups, OffsetFetch v8+) is routed by its first: clients batch them by coordinator.
+# GroupCoordinator; CoordinatorRuntime answers NOT_COORDINATOR for a partition it does not host). Those naming
+# several groups are answered per group instead (``PER_GROUP``).
 GROUP_KEYED: frozenset[int] = frozenset(
     {
         ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT,
@@ -31,6 +31,16 @@ GROUP_KEYED: frozenset[int] = frozenset(
         ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS,
     }
 )  # fmt: skip
+# The ones naming several groups, answered per group in their handlers (``broker.api.base.routed_away``): each group
+# another node coordinates gets NOT_COORDINATOR in its own entry and the rest are served, as Kafka's
+# GroupCoordinatorService fans them out per partition. OffsetFetch names several from v8 on (before, one GroupId).
+PER_GROUP: frozenset[int] = frozenset(
+    {
+        ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS, ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.SHARE_GROUP_DESCRIBE,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+    }
+)  # fmt: skip
+_OFFSET_FETCH_GROUPS_VERSION = 8
 # The transaction coordinator's, by transactional id (an InitProducerId without one is any node's to answer).
 TRANSACTION_KEYED: frozenset[int] = frozenset(
     {ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN}
@@ -90,8 +100,11 @@ class NodeRoute:
         return None
 
     @staticmethod
-    def keyed(api_key: int) -> bool:
-        """Whether a coordinator owns requests of this API (the pipeline asks before it reads their ids)."""
+    def keyed(api_key: int, api_version: int) -> bool:
+        """Whether a coordinator owns requests of this API as a whole (the pipeline asks before it reads their
+        ids): not those answered per group (``PER_GROUP``)."""
+        if api_key in PER_GROUP or (api_key == ApiKey.OFFSET_FETCH and api_version >= _OFFSET_FETCH_GROUPS_VERSION):
+            return False
         return api_key in GROUP_KEYED or api_key in TRANSACTION_KEYED
 
     def request_error(self, api_key: int, group_id: str | None, transactional_id: str | None) -> ErrorCode | None:
@@ -102,6 +115,18 @@ class NodeRoute:
         if api_key in TRANSACTION_KEYED and transactional_id is not None:
             return self.transaction_error(transactional_id)
         return None
+
+    def loading_groups(self) -> bool:
+        """Whether a ``__consumer_offsets`` partition this node leads is still loading (ListGroups fails then)."""
+        layout = self.layout
+        if not layout.loading:
+            return False
+        now = self.now_ms()
+        return any(
+            topic == OFFSETS_TOPIC and layout.group_coordinators[partition] == self.node_id
+            and layout.is_loading(topic, partition, now)
+            for topic, partition in list(layout.loading)
+        )  # fmt: skip
 
     def coordinates_group(self, group_id: str) -> bool:
         """Whether ListGroups on this node lists the group (each node lists the groups it coordinates)."""

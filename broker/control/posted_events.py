@@ -24,8 +24,14 @@ _ACTION = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _SIGNAL = re.compile(r"[A-Z][A-Z0-9]{0,15}")
 
 #: The optional fields besides ``signal``: free text (bounded), and integers with their bounds.
-_TEXT_FIELDS = ("member_id", "client_id", "group_instance_id", "note")
-_INT_FIELDS = {"pid": (0, 2**31 - 1), "session_timeout_ms": (1, 2**31 - 1)}
+#: ``node_id``, ``from_node``, ``partition`` and ``mode``: an action on the broker's nodes (issue 29, chaos run
+#: --stop-node-every / --move-coordinator-every): the node, the coordinator it moved from, the group's
+#: __consumer_offsets partition, and how a node was stopped (kill, graceful).
+_TEXT_FIELDS = ("member_id", "client_id", "group_instance_id", "note", "mode")
+_INT_FIELDS = {
+    "pid": (0, 2**31 - 1), "session_timeout_ms": (1, 2**31 - 1),
+    "node_id": (0, 2**31 - 1), "from_node": (0, 2**31 - 1), "partition": (0, 2**31 - 1),
+}  # fmt: skip
 KNOWN_FIELDS = frozenset({"event", "group_id", "action", "signal", *_TEXT_FIELDS, *_INT_FIELDS})
 
 

@@ -72,6 +72,7 @@ from broker.coordinator.modern.consumer.referee import RefereedEventLog
 from broker.coordinator.modern.consumer.restore import consumer_records
 from broker.coordinator.modern.share.service import ShareCoordinator
 from broker.coordinator.modern.types import StaticCatalog, TopicCatalog
+from broker.coordinator.moves import PartitionMoves
 from broker.coordinator.offset_store import OffsetStore
 from broker.coordinator.offsets.manager import OffsetManager, rejected_commit
 from broker.coordinator.registry import GroupRegistry, WrongGroupType
@@ -148,6 +149,7 @@ class GroupCoordinator:
             config, self.group_configs, self.clock, self.purgatory, self.topics, self.events, self.log, registry,
             changes=changes,
         )  # fmt: skip
+        self._share_steady = self.share.heartbeat_steady  # bound once: the share-heartbeat hot path calls it
         self._offsets = OffsetManager(
             classic, {GroupType.CLASSIC: classic, GroupType.CONSUMER: consumer, GroupType.SHARE: self.share.groups}
         )
@@ -159,6 +161,7 @@ class GroupCoordinator:
             classic.groups
         )  # every classic group by id: the Heartbeat hot path reads it
         self._extend_session = classic.extend_session  # bound once: the Heartbeat hot path calls it
+        self._moves = PartitionMoves(registry, classic, sessions, rebalancer, consumer, self.share.groups)
 
     @property
     def failed_operations(self) -> int:
@@ -289,6 +292,13 @@ class GroupCoordinator:
             self._consumer.failures += 1
             self.log.exception("ConsumerGroupHeartbeat failed", group_id=group_id, member_id=member_id)
             return None
+
+    def share_heartbeat_steady(
+        self, group_id: str, member_id: str, epoch: int, client_id: str, client_host: str
+    ) -> int | None:
+        """ShareGroupHeartbeat's hot path (``ShareCoordinator.heartbeat_steady``): a member's steady beat at its
+        current epoch. The interval to answer with, or None when the full ``share.heartbeat`` must handle it."""
+        return self._share_steady(group_id, member_id, epoch, client_id, client_host)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         """One entry of ConsumerGroupDescribe (section 9.3)."""
@@ -496,6 +506,14 @@ class GroupCoordinator:
         self._consumer.unload_all()
         self.share.shutdown()
         self._offsets.clear()
+
+    def coordinators_moved(
+        self, partitions: Iterable[int], partition_count: int, load_delay_ms: int = 0, offline: Iterable[int] = ()
+    ) -> None:
+        """Issue 29: these ``__consumer_offsets`` partitions (of ``partition_count``) changed leader. Kafka's unload
+        on the old node and load on the new one, for every group hashed to them (``moves.py``); ``offline`` ones
+        lost their leader and are only unloaded."""
+        self._moves.moved(partitions, partition_count, load_delay_ms, offline)
 
     # -- durable state (issue 27, cluster-and-durability.md 2.3 and 3.1) --------------------------------------
 

@@ -47,6 +47,13 @@ _DOCS = {
     HEARTBEAT_INTERVAL: "The heartbeat interval the broker gives share-group members.",
 }
 
+# The int configs' broker settings (the GroupConfig fields ``defaults`` reads them from).
+_INT_SETTINGS = {
+    HEARTBEAT_INTERVAL: "share_heartbeat_interval_ms",
+    LOCK_DURATION: "share_record_lock_duration_ms",
+    SESSION_TIMEOUT: "share_session_timeout_ms",
+}
+
 
 class InvalidGroupConfig(ValueError):
     """INVALID_CONFIG, with Kafka's message."""
@@ -86,7 +93,13 @@ class GroupConfigs:
         return self.defaults()[name]
 
     def int_value(self, group_id: str, name: str) -> int:
-        return int(self.value(group_id, name))
+        """An int config; an unset one read from the broker's setting without building ``defaults`` (every share
+        heartbeat reads two)."""
+        own = self.overrides.get(group_id)
+        if own is not None and name in own:
+            return int(own[name])
+        setting = _INT_SETTINGS.get(name)
+        return int(self.defaults()[name]) if setting is None else int(getattr(self.config, setting))
 
     def shown(self, group_id: str) -> list[ShownConfig]:
         own = self.overrides.get(group_id, {})

@@ -38,7 +38,9 @@ def load(
         group = ClassicGroup(str(change.key[0]), now, registry.offsets)
         registry.add_classic(group)
         classic.stored.add(group.group_id)
-        for member in classic_durable.rebuild(group, change.value):
+        members = classic_durable.rebuild(group, change.value)
+        group.stored()  # as its record says
+        for member in members:
             sessions.start(group, member, member.session_timeout_ms)
     load_consumer_groups(consumer, of_kind(changes, "consumer."))
     highest = max(

@@ -234,6 +234,8 @@ class BrokerServer:
             if topics.get(name) is None:
                 topics.create(name, partitions)
         self._schedule_retention()
+        if settings.cluster.nodes > 1:  # issue 29: a coordinator move unloads and loads its groups
+            self.nodes.on_coordinators_moved = self.nodes.groups_moved_by(self.coordinator)
         for listener in self.listeners:  # contexts made while the state was pending
             listener.api.coordinator = self.coordinator
             listener.api.topics = topics
@@ -404,11 +406,13 @@ class BrokerServer:
     def nodes(self) -> NodeSet:
         """The nodes of this process and the verbs on them (server/nodes.py), with the cluster layout."""
         if self._nodes is None:
-            from broker.server.nodes import make_nodes
+            from broker.server.nodes import LEADERSHIP, make_nodes
 
+            durable = None if self.durable is None else (self.durable.changes, self.durable.stored(LEADERSHIP))
             self._nodes = make_nodes(
-                self.settings, self.events, lambda: self.connections, self.clock.now_ms, lambda: self.topics
-            )
+                self.settings, self.events, lambda: self.connections, self.clock.now_ms, lambda: self.topics,
+                durable, self.purgatory,
+            )  # fmt: skip
         return self._nodes
 
     def _partition_count(self, name: str) -> int | None:

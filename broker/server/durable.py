@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from broker.config.settings import Settings
 
 if TYPE_CHECKING:
-    from broker.changes import ChangeSink
+    from broker.changes import Change, ChangeSink
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.storage.disk.datadir import DataDir
     from broker.storage.disk.segments import SegmentLog
@@ -53,6 +53,11 @@ class DurableState:
                 cluster_id=settings.cluster_id,
                 cluster_id_given="cluster_id" in settings.given,
                 fsync=self.fsync,
+                # Fixed at creation (issue 29; cluster-and-durability.md 8.1): another count refuses the start.
+                partition_counts={
+                    "offsets_topic_num_partitions": settings.cluster.offsets_topic_num_partitions,
+                    "transaction_state_log_num_partitions": settings.cluster.transaction_state_log_num_partitions,
+                },
             )
         except DataDirError as error:
             raise StartRefused(f"data directory {settings.data_dir}: {error}") from None
@@ -65,6 +70,10 @@ class DurableState:
     @property
     def changes(self) -> ChangeSink:
         return self.directory.journal
+
+    def stored(self, prefix: str) -> list[Change]:
+        """What the directory holds of one kind (the cluster layout reads its leaderships at start: issue 29)."""
+        return self.directory.journal.changes(prefix)
 
     @property
     def clean_shutdown(self) -> bool:

@@ -102,8 +102,13 @@ class EventTally:
         if outcome is not None:
             self.transactions_ended.add((outcome,))
             return
-        if record.get("group_type") == GroupType.CONSUMER:
+        group_type = record.get("group_type")
+        if group_type == GroupType.CONSUMER:
             self._observe_consumer(name, group, record)
+        elif group_type == GroupType.SHARE:
+            # A share group has no rebalances and its member_expired says which timer fired (as a consumer
+            # group's does): its series are read from the share views at scrape time (control/metrics.py).
+            return
         elif name == REBALANCE_STARTED:
             self.rebalances.add((group, record["cause"]))
         elif name == SYNC_COMPLETED:

@@ -1,7 +1,7 @@
 """What a connection needs of the broker, and nothing more: the narrow host in place of ``BrokerServer``.
 
 A connection (broker/server/connection.py) and its request pipeline (pipeline.py) read the settings of their
-limits, call the coordinator's two hot methods, consult the gates, count what they answered and say when they
+limits, call the coordinator's hot methods, consult the gates, count what they answered and say when they
 come and go. ``BrokerServer`` is one host; a test is another (tests/server/test_pipeline.py). This module imports
 neither the broker nor the connection, so that no import cycle runs through them, ``TYPE_CHECKING`` included.
 """
@@ -20,13 +20,17 @@ if TYPE_CHECKING:
 
 
 class HotCoordinator(Protocol):
-    """The group coordinator's two calls on the hot path (broker/coordinator/coordinator.py)."""
+    """The group coordinator's calls on the hot path (broker/coordinator/coordinator.py)."""
 
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
     ) -> ErrorCode: ...
 
     def consumer_heartbeat_steady(self, group_id: str, member_id: str, epoch: int, client_id: str) -> int | None: ...
+
+    def share_heartbeat_steady(
+        self, group_id: str, member_id: str, epoch: int, client_id: str, client_host: str
+    ) -> int | None: ...
 
 
 class OpenConnection(Protocol):

@@ -14,23 +14,30 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from broker.changes import NULL_CHANGES, Change, ChangeSink
 from broker.cluster.hashing import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from broker.cluster.layout import ClusterLayout, LastRunningNode, Moved, UnknownNode
 from broker.events.names import COORDINATOR_LOADED, COORDINATOR_UNLOADED, LEADER_MOVED, NODE_STARTED, NODE_STOPPED
+from broker.timing.keys import coordinator_loaded_key
 
 if TYPE_CHECKING:
     from broker.config.settings import Settings
+    from broker.coordinator.coordinator import GroupCoordinator
     from broker.events.hub import GroupEvents
     from broker.server.acceptor import Acceptor
     from broker.server.host import OpenConnection
     from broker.storage.partition_log import PartitionLog
     from broker.storage.topics import TopicRegistry
+    from broker.timing.purgatory import Purgatory
 
 __all__ = ["LastRunningNode", "NodeSet", "UnknownNode"]
 
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+# A partition's leadership in a data directory (checklist 31), key (topic, partition): ClusterLayout.stored_value.
+LEADERSHIP = "cluster.leadership"
 
 
 class PartitionLogs:
@@ -74,9 +81,13 @@ def make_nodes(
     connections: Callable[[], set[OpenConnection]],
     now_ms: Callable[[], float],
     topics: Callable[[], TopicRegistry],
+    durable: tuple[ChangeSink, list[Change]] | None = None,
+    purgatory: Purgatory | None = None,
 ) -> NodeSet:
     """The nodes ``settings`` ask for, node i with node id ``node_id + i``, and their layout over the topics
-    ``topics()`` holds (asked at each use: the registry may still be loading when the nodes are made)."""
+    ``topics()`` holds (asked at each use: the registry may still be loading when the nodes are made). With a data
+    directory (its sink and what it kept of the layout), the leaderships as they were before the restart, and every
+    later change kept."""
     cluster = settings.cluster
     logs = PartitionLogs(topics)
     layout = ClusterLayout(
@@ -89,7 +100,16 @@ def make_nodes(
         on_elect=logs.stamp,
         log_epochs=logs.epochs,
     )
-    return NodeSet(layout, events, connections, now_ms, cluster.coordinator_load_delay_ms)
+    nodes = NodeSet(layout, events, connections, now_ms, cluster.coordinator_load_delay_ms)
+    nodes.purgatory = purgatory
+    if durable is not None:
+        nodes.changes, stored = durable
+        layout.restore(
+            (str(change.key[0]), int(change.key[1]), change.value)
+            for change in stored
+            if change.kind == LEADERSHIP and change.value is not None
+        )
+    return nodes
 
 
 class NodeSet:
@@ -111,6 +131,10 @@ class NodeSet:
         self.load_delay_ms = load_delay_ms
         # The group coordinator's hook: internal partitions that moved, (topic, partition) -> new leader.
         self.on_coordinators_moved: Callable[[list[Moved]], None] | None = None
+        # Where every leader change is kept with a data directory (checklist 31: the layout survives a restart).
+        self.changes: ChangeSink = NULL_CHANGES
+        # Times the end of a load delay (``coordinator_loaded`` is said then); None: said at once.
+        self.purgatory: Purgatory | None = None
 
     def listens(self, node_id: int, acceptor: Acceptor, again: Callable[[], Awaitable[Acceptor]]) -> None:
         """A listener of the node: its acceptor, and how it listens again after a stop."""
@@ -132,7 +156,7 @@ class NodeSet:
         closing = self._drop(node, abort=True) if mode == "kill" else []
         moves = self.layout.stop(node_id)
         # The cause before its consequences: node_stopped, then each leader_moved, coordinator_(un)loaded.
-        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved": len(moves)})
+        self._events.emit(NODE_STOPPED, "", {"node_id": node_id, "mode": mode, "moved_partitions": len(moves)})
         self._moved(moves, cause="node_stopped")
         if mode != "kill":
             closing = self._drop(node, abort=False)
@@ -169,30 +193,71 @@ class NodeSet:
 
     # -- what a move does ----------------------------------------------------------------------------------------
 
+    def groups_moved_by(self, coordinator: GroupCoordinator) -> Callable[[list[Moved]], None]:
+        """The ``on_coordinators_moved`` hook of the group coordinator: the moved ``__consumer_offsets``
+        partitions are unloaded and loaded (coordinator/moves.py: parked JoinGroup/SyncGroup answered
+        NOT_COORDINATOR, fresh sessions after the load delay). ``__transaction_state`` moves need nothing but the
+        routing: the transaction coordinator's state is shared by every node, its timeouts count from each
+        transaction's start as Kafka's TransactionStateManager reloads them."""
+
+        def moved(moves: list[Moved]) -> None:
+            groups = [m for m in moves if m.topic == OFFSETS_TOPIC]
+            if groups:
+                coordinator.coordinators_moved(
+                    {m.partition for m in groups if m.leader >= 0}, self.layout.offsets_partitions,
+                    self.load_delay_ms, offline={m.partition for m in groups if m.leader < 0},
+                )  # fmt: skip
+
+        return moved
+
     def _moved(self, moves: list[Moved], cause: str) -> None:
         now = self._now_ms()
         internal = [m for m in moves if m.topic in INTERNAL_TOPICS]
+        if self.changes.enabled:
+            with self.changes.atomic():  # one verb, one journal entry
+                for moved in moves:
+                    key = (moved.topic, moved.partition)
+                    self.changes.put(LEADERSHIP, key, self.layout.stored_value(moved.topic, moved.partition))
         for moved in moves:
             self._events.emit(
                 LEADER_MOVED, "",
                 {"topic": moved.topic, "partition": moved.partition, "leader": moved.leader,
                  "previous": moved.previous, "leader_epoch": moved.epoch, "cause": cause},
             )  # fmt: skip
-        for moved in internal:
-            fields = {"topic": moved.topic, "partition": moved.partition, "epoch": moved.epoch}
+        for moved in internal:  # partitions: the internal topic's count, which a group id hashes over (analytics)
+            fields = {"topic": moved.topic, "partition": moved.partition, "epoch": moved.epoch, "cause": cause,
+                      "partitions": self._partitions(moved.topic)}  # fmt: skip
             self._events.emit(COORDINATOR_UNLOADED, "", {**fields, "node_id": moved.previous})
+        started = time.perf_counter()
         if internal and self.on_coordinators_moved is not None:
             self.on_coordinators_moved(internal)
+        work_ms = (time.perf_counter() - started) * 1000  # the groups' unload (and load, without a delay)
+        delay = self.load_delay_ms
         for moved in internal:
+            loaded_key = coordinator_loaded_key(moved.topic, moved.partition)
+            if self.purgatory is not None:
+                self.purgatory.cancel(loaded_key)  # a load still running from an earlier move never ends
             if moved.leader < 0:
                 continue
-            started = time.perf_counter()
-            self.layout.begin_load(moved.topic, moved.partition, now, self.load_delay_ms)
-            self._events.emit(
-                COORDINATOR_LOADED, "",
-                {"topic": moved.topic, "partition": moved.partition, "node_id": moved.leader, "epoch": moved.epoch,
-                 "load_delay_ms": self.load_delay_ms, "duration_ms": round((time.perf_counter() - started) * 1000, 3)},
-            )  # fmt: skip
+            self.layout.begin_load(moved.topic, moved.partition, now, delay)
+            if delay > 0 and self.purgatory is not None:
+                # Said when the load ends, as Kafka's CoordinatorRuntime logs a finished load: the analytics count
+                # a move's cost to the clients from it.
+                self.purgatory.schedule(loaded_key, delay, partial(self._loaded, moved, now, work_ms, cause))
+            else:
+                self._loaded(moved, now, work_ms, cause)
+
+    def _loaded(self, moved: Moved, moved_at: float, work_ms: float, cause: str) -> None:
+        self._events.emit(
+            COORDINATOR_LOADED, "",
+            {"topic": moved.topic, "partition": moved.partition, "node_id": moved.leader, "epoch": moved.epoch,
+             "load_delay_ms": self.load_delay_ms, "duration_ms": round(self._now_ms() - moved_at + work_ms, 3),
+             "previous": moved.previous, "cause": cause, "partitions": self._partitions(moved.topic)},
+        )  # fmt: skip
+
+    def _partitions(self, topic: str) -> int:
+        layout = self.layout
+        return layout.offsets_partitions if topic == OFFSETS_TOPIC else layout.transaction_partitions
 
     def _drop(self, node: Node, *, abort: bool) -> list[Acceptor]:
         """Close the node's listening sockets (its port refuses at once, and is free to listen on again), then

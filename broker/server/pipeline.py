@@ -8,7 +8,7 @@ and hands the answers of the pass to ``PipelineIO.write`` in one write; the asyn
 (broker/server/connection.py) keeps the transport and flow control, and a test drives it with bytes alone.
 
 Each pass, the gates (broker/server/gates.py) are asked once whether any is armed. While none is, the fast paths
-answer Heartbeat (``protocol/heartbeat.py``), the steady ConsumerGroupHeartbeat
+answer Heartbeat (``protocol/heartbeat.py``), the steady ConsumerGroupHeartbeat and ShareGroupHeartbeat
 (``protocol/consumer_heartbeat.py``) and ApiVersions (``protocol/api_versions.py``) by hand; each is a decoder that
 either answers or hands the frame back to the generic path (kio, ``protocol/codec.py``), and the client id they
 read is checked in one place. While one is armed, every frame takes the generic path, where the gates see it
@@ -42,7 +42,7 @@ from broker.timing.deferred import Deferred
 from protocol.api_versions import decode_api_versions, encode_api_versions_answer
 from protocol.apis import SHARE_APIS, SUPPORTED_VERSIONS, ApiKey, api_name
 from protocol.codec import Request, decode_request, encode_response, peek_client_id
-from protocol.consumer_heartbeat import decode_steady, encode_steady_answer
+from protocol.consumer_heartbeat import decode_share_steady, decode_steady, encode_steady_answer
 from protocol.errors import ProtocolError
 from protocol.framing import FrameError, FrameReader
 from protocol.heartbeat import decode_heartbeat, encode_heartbeat_response
@@ -54,6 +54,8 @@ log = get_logger("server")  # structlog, imported at the first call (broker/log.
 
 _HEARTBEAT = int(ApiKey.HEARTBEAT)  # plain ints: the hot path compares a frame's byte with them
 _CONSUMER_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+_SHARE_HEARTBEAT = int(ApiKey.SHARE_GROUP_HEARTBEAT)
+_SHARE_HEARTBEAT_VERSION = 1  # the one version its fast path reads
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
 _GENERIC = -1  # a frame no fast path answers
 _HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.HEARTBEAT][1]
@@ -183,6 +185,7 @@ class RequestPipeline:
         started = perf_counter()
         heartbeats = heartbeat_version = 0  # counted apart from the rest: a local int is the cheapest tally
         steady_beats = steady_version = 0  # likewise the consumer groups' steady ConsumerGroupHeartbeats
+        share_beats = 0  # and the share groups' steady ShareGroupHeartbeats (v1)
         answered: list[tuple[int, int]] = []  # (api key, version) of every other answer this pass wrote
         try:
             queue = self.requests
@@ -198,7 +201,7 @@ class RequestPipeline:
             while queue and self.state is _READY and not self.output_paused:
                 frame = queue.popleft()
                 # Each fast path decodes its frame by hand or hands it back (kind _GENERIC); the byte compare is
-                # the cheapest recognition: api key 12, 68 or 18 in the frame's first two bytes, no slice.
+                # the cheapest recognition: api key 12, 68, 76 or 18 in the frame's first two bytes, no slice.
                 kind = frame[1] if len(frame) > 1 and frame[0] == 0 and not armed else _GENERIC
                 if kind == _HEARTBEAT:
                     # A member's Heartbeats differ only in the correlation id until its generation changes: the
@@ -218,6 +221,14 @@ class RequestPipeline:
                 elif kind == _CONSUMER_HEARTBEAT:
                     # KIP-848's steady beat: every optional field null, else the generic path.
                     steady = decode_steady(frame, _CONSUMER_HEARTBEAT_MAX_VERSION)
+                    if steady is not None:
+                        version, correlation_id, client_id, group_id, member_id, raw_member_id, epoch = steady
+                    else:
+                        kind = _GENERIC
+                elif kind == _SHARE_HEARTBEAT:
+                    # KIP-932's steady beat (v1, RackId and SubscribedTopicNames null), once share groups are on:
+                    # else the generic path answers UNSUPPORTED_VERSION as Kafka does.
+                    steady = decode_share_steady(frame) if self._host.settings.group.share_groups_enabled else None
                     if steady is not None:
                         version, correlation_id, client_id, group_id, member_id, raw_member_id, epoch = steady
                     else:
@@ -258,15 +269,23 @@ class RequestPipeline:
                         continue
                     # The coordinator answers a steady beat only if the member is reconciled and nothing changed
                     # (and, with several nodes, only on the group's coordinator: the generic path answers the rest).
-                    interval = (
-                        coordinator.consumer_heartbeat_steady(group_id, member_id, epoch, self._client_id)
-                        if route is None or route.group_error(group_id) is None
-                        else None
-                    )
+                    if route is not None and route.group_error(group_id) is not None:
+                        interval = None
+                    elif kind == _CONSUMER_HEARTBEAT:
+                        interval = coordinator.consumer_heartbeat_steady(group_id, member_id, epoch, self._client_id)
+                    else:
+                        client = self._client
+                        interval = coordinator.share_heartbeat_steady(
+                            group_id, member_id, epoch, client.client_id, client.host
+                        )
                     if interval is not None:
+                        # The two answers have the same layout (protocol/consumer_heartbeat.py).
                         out.append(encode_steady_answer(correlation_id, raw_member_id, epoch, interval))
-                        steady_beats += 1
-                        steady_version = version
+                        if kind == _CONSUMER_HEARTBEAT:
+                            steady_beats += 1
+                            steady_version = version
+                        else:
+                            share_beats += 1
                         continue
                 done = self._handle(frame, started)
                 if done is not None:
@@ -281,13 +300,15 @@ class RequestPipeline:
         finally:
             if heartbeats:
                 self._heartbeats_seen += heartbeats
-            if heartbeats or answered or steady_beats:
+            if heartbeats or answered or steady_beats or share_beats:
                 stats = self._host.request_stats
                 elapsed = perf_counter() - started
                 if heartbeats:
                     stats.record(_HEARTBEAT, heartbeat_version, elapsed, heartbeats)
                 if steady_beats:
                     stats.record(_CONSUMER_HEARTBEAT, steady_version, elapsed, steady_beats)
+                if share_beats:
+                    stats.record(_SHARE_HEARTBEAT, _SHARE_HEARTBEAT_VERSION, elapsed, share_beats)
                 if answered:
                     stats.record_pass(elapsed, answered)
 
@@ -380,7 +401,7 @@ class RequestPipeline:
             # share.version 0: Kafka's KafkaApis answers each share API UNSUPPORTED_VERSION in its own shape.
             return unsupported_version_answer(request.api_key, request.api_version, request.body)
         route = self._api.route
-        if route is not None and route.keyed(request.api_key):
+        if route is not None and route.keyed(request.api_key, request.api_version):
             named = request_identity(request.api_key, request.body)
             routed = route.request_error(request.api_key, named.group_id, named.transactional_id)
             if routed is not None:

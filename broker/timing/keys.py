@@ -83,3 +83,15 @@ def share_lock_key(acquisition: int) -> tuple[str, int]:
 def share_fetch_key(fetch_number: int) -> tuple[str, int]:
     """A parked ShareFetch's MaxWaitMs (DelayedShareFetch)."""
     return ("share-fetch", fetch_number)
+
+
+def coordinator_load_key(partition: int) -> tuple[str, int]:
+    """A ``__consumer_offsets`` partition loading on its new leader under a load delay (issue 29): when it ends,
+    its groups' members get their fresh sessions (GroupMetadataManager.onLoaded; coordinator/moves.py)."""
+    return ("coordinator-load", partition)
+
+
+def coordinator_loaded_key(topic: str, partition: int) -> tuple[str, str, int]:
+    """The end of an internal partition's load delay on its new leader, when ``coordinator_loaded`` is said
+    (server/nodes.py)."""
+    return ("coordinator-loaded", topic, partition)

@@ -120,7 +120,7 @@ def test_summary_json_reports_the_input(analysed: tuple[Path, list[str]], spark:
     assert overall["causes"] == {"member_joined": 1, "member_expired": 1}
     assert document["rows"] == {
         "input": 8, "rebalances": 2, "members": 2, "ownership": 8, "summary": 2, "disturbances": 0,
-        "share_deliveries": 0, "share_in_flight": 0,
+        "broker_disturbances": 0, "share_deliveries": 0, "share_in_flight": 0,
     }  # fmt: skip
 
 
@@ -133,7 +133,7 @@ def test_nothing_but_garbage_and_empty_files(spark: SparkSession, tmp_path: Path
     result = job.run([str(garbage), str(empty)], str(out), spark=spark)
     assert result.rows == {
         "input": 8, "rebalances": 0, "members": 0, "ownership": 0, "summary": 1, "disturbances": 0,
-        "share_deliveries": 0, "share_in_flight": 0,
+        "broker_disturbances": 0, "share_deliveries": 0, "share_in_flight": 0,
     }  # fmt: skip
     counts = {entry["kind"]: entry["count"] for entry in result.input}
     assert (counts["lines"], counts["malformed"], counts["newer_version"], counts["parsed"]) == (2, 1, 1, 0)

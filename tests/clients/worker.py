@@ -14,6 +14,7 @@ Everything it does is one JSON line on stdout, flushed at once, so the test can 
     {"event": "record", "partition": p, "offset": o, "key": k, "ts": ...}
     {"event": "committed", "offsets": {"p": next_offset}, "ts": ...}
     {"event": "commit_failed", "error": "...", "ts": ...}
+    {"event": "poll_error", "error": "...", "count": n, "ts": ...}   (--survive-poll-errors: the poll raised)
     {"event": "closing", "ts": ...}                    (the poll loop has stopped; close() is called now)
     {"event": "closed", "ts": ...}
 
@@ -52,6 +53,28 @@ def emit(event: str, **fields: Any) -> None:
     with _out_lock:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
+
+class PollErrors:
+    """``--survive-poll-errors``: a poll that raises is noted and the loop goes on, as an application that catches
+    the library's errors would do. A library that raises on every poll (aiokafka 0.14 after one
+    COORDINATOR_LOAD_IN_PROGRESS, cluster-and-durability.md 5.1) would print a line per call: a line is printed
+    for the first of each kind and then at most once a second, with the count so far."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.counts: dict[str, int] = {}
+        self._last = 0.0
+
+    def raised(self, error: BaseException) -> None:
+        if not self.enabled:
+            raise error
+        kind = repr(error)
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        now = time.monotonic()
+        if self.counts[kind] == 1 or now - self._last >= 1.0:
+            self._last = now
+            emit("poll_error", error=kind, count=self.counts[kind])
 
 
 class Ownership:
@@ -140,9 +163,15 @@ async def run_aiokafka(args: argparse.Namespace) -> None:
     ownership.identity = lambda: (consumer._coordinator.generation, consumer._coordinator.member_id)
     consumer.subscribe([args.topic], listener=Listener())
     await consumer.start()
+    poll_errors = PollErrors(args.survive_poll_errors)
     try:
         while not stopping.is_set():
-            batch = await consumer.getmany(timeout_ms=200, max_records=args.max_poll_records)
+            try:
+                batch = await consumer.getmany(timeout_ms=200, max_records=args.max_poll_records)
+            except KafkaError as error:
+                poll_errors.raised(error)
+                await asyncio.sleep(0.01)
+                continue
             if not batch:
                 continue
             async with batch_lock:
@@ -219,9 +248,15 @@ def run_kafka_python(args: argparse.Namespace, stopping: threading.Event) -> Non
     # starts such a rejoin (docs/spec/client-traps.md G9), so learn the topic's partitions first, and poll with
     # long timeouts.
     consumer.partitions_for_topic(args.topic)
+    poll_errors = PollErrors(args.survive_poll_errors)
     try:
         while not stopping.is_set():
-            batch = consumer.poll(timeout_ms=1000)
+            try:
+                batch = consumer.poll(timeout_ms=1000)
+            except KafkaError as error:
+                poll_errors.raised(error)
+                time.sleep(0.01)
+                continue
             if not batch:
                 continue
             offsets = process((r.partition, r.offset, r.key) for rs in batch.values() for r in rs)
@@ -303,8 +338,9 @@ def run_confluent(args: argparse.Namespace, stopping: threading.Event) -> None:
             records: list[tuple[int, int, bytes | None]] = []
             for message in messages:
                 partition, offset = message.partition(), message.offset()
-                if message.error() is not None or partition is None or offset is None:
-                    emit("error", error=str(message.error()))
+                error = message.error()
+                if error is not None or partition is None or offset is None:
+                    emit("error", error=str(error), fatal=bool(error is not None and error.fatal()))
                     continue
                 records.append((partition, offset, message.key()))
             if not records:
@@ -345,6 +381,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-poll-records", type=int, default=500)
     parser.add_argument(
         "--processing-ms", type=int, default=0, help="time each batch takes: a pause between its records and its commit"
+    )
+    parser.add_argument(
+        "--survive-poll-errors", action="store_true", help="note a poll that raises and poll again (default: exit)"
     )
     parser.add_argument("--log-level", default="WARNING", help="the client library's log level (on stderr)")
     args = parser.parse_args(argv)

@@ -132,6 +132,15 @@ class DeleteGroup:
 
 
 @dataclass(frozen=True)
+class MoveCoordinator:
+    """The group's ``__consumer_offsets`` partition changes leader (issue 29): Kafka's unload and load, with no load
+    delay. Its parked JoinGroups and SyncGroups are answered NOT_COORDINATOR; a rebalancing group comes back at its
+    last stored generation."""
+
+    group: int
+
+
+@dataclass(frozen=True)
 class Advance:
     """Time passes: ``ADVANCE_CHOICES_MS[choice]`` milliseconds, firing every deadline on the way."""
 
@@ -151,6 +160,7 @@ Step = (
     | Fence
     | ForceRebalance
     | DeleteGroup
+    | MoveCoordinator
     | Advance
 )
 
@@ -190,6 +200,7 @@ _KINDS: list[tuple[int, st.SearchStrategy[Step]]] = [
             st.builds(Fence, client=_client),
             st.builds(ForceRebalance, group=_group),
             st.builds(DeleteGroup, group=_group),
+            st.builds(MoveCoordinator, group=_group),
         ),
     ),
 ]

@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from broker.analytics.read import KIND, OK
+from broker.analytics.tables.cluster import cluster_column
 from broker.analytics.tables.columns import GROUP_RUN, as_int, is_event, size_or_null
 from broker.analytics.tables.disturbances import disturbance_column
 from broker.analytics.tables.restarts import broker_column
@@ -138,6 +139,7 @@ def sequence_events(classified: DataFrame) -> Events:
         disturbance_column(),  # a kill's or a fault rule's own fields, null on every other record
         broker_column(),  # a broker_started's or broker_stopped's own fields (issue 27), null on every other record
         share_column(),  # a share group's record's own fields (issue 28), null on every other record
+        cluster_column(),  # a cluster event's own fields (issue 29), null on every other record
     )
 
     # Four window passes over the one ordering (issue 17): each ``select`` computes every window of one dependency

@@ -15,38 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from broker.changes import Change, b64, unb64
-from broker.coordinator.classic.group import ClassicGroup
+from broker.changes import Change, unb64
+from broker.coordinator.classic.group import ClassicGroup, record_value
 from broker.coordinator.classic.member import Member
 from broker.coordinator.classic.state import EMPTY, STABLE
 
 KIND = "classic.group"
 
-
-def group_value(group: ClassicGroup) -> dict[str, Any]:
-    protocol = group.protocol_name
-    members = []
-    for member in group.members.values():
-        subscription = next((data for name, data in member.protocols if name == protocol), b"")
-        members.append({
-            "id": member.member_id,
-            "instance_id": member.group_instance_id,
-            "client_id": member.client_id,
-            "client_host": member.client_host,
-            "rebalance_timeout_ms": member.rebalance_timeout_ms,
-            "session_timeout_ms": member.session_timeout_ms,
-            "subscription": b64(subscription),
-            "assignment": b64(member.assignment),
-        })  # fmt: skip
-    return {
-        "protocol_type": group.protocol_type,
-        "generation": group.generation_id,
-        "protocol": protocol,
-        "leader": group.leader_id,
-        # When it became Empty: what offset retention counts from (Kafka's currentStateTimestamp).
-        "state_ms": group.state_timestamp_ms if not members else None,
-        "members": members,
-    }
+#: The record's content (kept on the group while it rebalances: ``ClassicGroup.record``).
+group_value = record_value
 
 
 def group_records(groups: Iterable[ClassicGroup], stored: Callable[[str], bool]) -> Iterator[Change]:

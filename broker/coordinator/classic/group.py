@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.changes import b64
 from broker.coordinator.classic.member import Member, Protocols, shared, shared_protocols
 from broker.coordinator.classic.state import (
     COMPLETING,
@@ -80,6 +82,12 @@ class ClassicGroup:
         # For events only: when the current rebalance began, and the last generation's decoded assignment.
         self.rebalance_started_ms = now_ms
         self.assignment_view: dict[str, dict[str, list[int]]] | None = None
+        # Kafka's last GroupMetadata record of the group (cluster-and-durability.md 2.3): ``recorded`` once one
+        # was written (``ClassicGroups.store``); ``record`` its content, materialised only from the first change
+        # after it (a rebalance moving on from it), None while the group is still what it says. A coordinator move
+        # reloads a rebalancing group from it, as Kafka's new coordinator replays the log (coordinator/moves.py).
+        self.recorded = False
+        self.record: dict[str, Any] | None = None
 
     # -- state -----------------------------------------------------------------
 
@@ -103,9 +111,22 @@ class ClassicGroup:
     def transition_to(self, state: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[state]:
             raise IllegalStateTransition(f"group {self.group_id!r} cannot go from {self.state.value} to {state.value}")
+        if state is PREPARING:
+            self.leave_record()
         self.previous_state = self.state
         self.state = state
         self.state_timestamp_ms = now_ms
+
+    def leave_record(self) -> None:
+        """About to change what its last record says: keep that record's content (a Stable or Empty recorded group
+        is exactly its record, so nothing is copied before). Called by every change of members or generation."""
+        if self.recorded and self.record is None and (self.state is STABLE or self.state is EMPTY):
+            self.record = record_value(self)
+
+    def stored(self) -> None:
+        """Its record was just written: the group is what it says again."""
+        self.recorded = True
+        self.record = None
 
     # -- members -----------------------------------------------------------------
 
@@ -135,6 +156,7 @@ class ClassicGroup:
         return member
 
     def add_member(self, member: Member, join: Deferred[JoinResult] | None) -> None:
+        self.leave_record()
         if member.group_instance_id is not None and member.group_instance_id in self.static_members:
             raise ValueError(f"instance {member.group_instance_id!r} is already a member")
         if not self.members:
@@ -161,9 +183,10 @@ class ClassicGroup:
         member.member_id = member_id
 
     def remove_member(self, member_id: str) -> Member | None:
-        member = self.members.pop(member_id, None)
-        if member is None:
+        if member_id not in self.members:
             return None
+        self.leave_record()
+        member = self.members.pop(member_id)
         self._count_protocols(member.protocols, -1)
         if member.join_answer is not None:
             self.awaiting_join_count -= 1
@@ -183,6 +206,7 @@ class ClassicGroup:
         session_timeout_ms: int,
         join: Deferred[JoinResult] | None,
     ) -> None:
+        self.leave_record()
         self._count_protocols(member.protocols, -1)
         self._count_protocols(protocols, 1)
         member.protocols = shared_protocols(protocols)
@@ -214,6 +238,7 @@ class ClassicGroup:
         Only for a group whose bookkeeping cannot be trusted any more (``ClassicGroups.fail``): it does not
         rely on the counters being right, it resets them.
         """
+        self.leave_record()
         members = list(self.members.values())
         self.members.clear()
         self.static_members.clear()
@@ -225,6 +250,7 @@ class ClassicGroup:
         return members
 
     def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
+        self.leave_record()
         member = self.members.pop(old_id)
         member.member_id = new_id
         member.heartbeat_key = heartbeat_key(self.group_id, new_id)
@@ -377,6 +403,33 @@ class ClassicGroup:
 
     def listed(self) -> ListedGroup:
         return ListedGroup(self.group_id, self.protocol_type or "", self.state.value, GroupType.CLASSIC)
+
+
+def record_value(group: ClassicGroup) -> dict[str, Any]:
+    """The content of the group's GroupMetadata record as it is now (``classic/durable.py`` keeps it)."""
+    protocol = group.protocol_name
+    members = []
+    for member in group.members.values():
+        subscription = next((data for name, data in member.protocols if name == protocol), b"")
+        members.append({
+            "id": member.member_id,
+            "instance_id": member.group_instance_id,
+            "client_id": member.client_id,
+            "client_host": member.client_host,
+            "rebalance_timeout_ms": member.rebalance_timeout_ms,
+            "session_timeout_ms": member.session_timeout_ms,
+            "subscription": b64(subscription),
+            "assignment": b64(member.assignment),
+        })  # fmt: skip
+    return {
+        "protocol_type": group.protocol_type,
+        "generation": group.generation_id,
+        "protocol": protocol,
+        "leader": group.leader_id,
+        # When it became Empty: what offset retention counts from (Kafka's currentStateTimestamp).
+        "state_ms": group.state_timestamp_ms if not members else None,
+        "members": members,
+    }
 
 
 _FROM_COMMIT = OffsetExpiration()

@@ -51,6 +51,7 @@ class ClassicGroups:
 
     def store(self, group: ClassicGroup) -> None:
         """The group's GroupMetadata record, where Kafka writes one (``classic/durable.py``)."""
+        group.stored()  # what a coordinator move reloads it from (cluster-and-durability.md 2.3)
         if self.changes.enabled:
             self.changes.put(durable.KIND, (group.group_id,), durable.group_value(group))
             self.stored.add(group.group_id)

@@ -1,7 +1,8 @@
 """A data directory: its lock, its metadata and where each part lives (cluster-and-durability.md 3.3-3.5, 8.1).
 
     DIR/.lock              an exclusive flock held while a broker runs (its pid inside): one process per directory
-    DIR/meta.json          {"format_version": 1, "cluster_id": ...}, as Kafka's meta.properties
+    DIR/meta.json          {"format_version": 1, "cluster_id": ..., and the internal topics' partition counts},
+                           as Kafka's meta.properties
     DIR/.clean-shutdown    written by a clean stop, removed at open (Kafka's .kafka_cleanshutdown)
     DIR/coordinator/       the journal of groups, offsets, transactions, producer ids and topics (journal.py)
     DIR/logs/TOPIC-P/      each partition's segments (segments.py)
@@ -13,7 +14,9 @@ import contextlib
 import fcntl
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from broker.storage.disk.errors import DataDirError
 from broker.storage.disk.fsync import FsyncPolicy
@@ -23,6 +26,12 @@ FORMAT_VERSION = 1
 META = "meta.json"
 LOCK = ".lock"
 CLEAN = ".clean-shutdown"
+# The partition counts fixed at creation (cluster-and-durability.md 8.1), by their meta.json key and flag: a group's
+# coordinator is abs(hashCode) modulo the count (1.1), so another count would move every group and transaction.
+PARTITION_COUNTS = {
+    "offsets_topic_num_partitions": "--offsets-topic-num-partitions",
+    "transaction_state_log_num_partitions": "--transaction-state-log-num-partitions",
+}
 
 
 class DataDir:
@@ -35,8 +44,19 @@ class DataDir:
         self.journal = Journal(path / "coordinator", fsync)
 
     @classmethod
-    def open(cls, path: str | Path, *, cluster_id: str, cluster_id_given: bool, fsync: FsyncPolicy) -> DataDir:
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        cluster_id: str,
+        cluster_id_given: bool,
+        fsync: FsyncPolicy,
+        partition_counts: Mapping[str, int] | None = None,
+    ) -> DataDir:
+        """Lock and open it (created if missing); ``partition_counts`` (``PARTITION_COUNTS`` keys) are stored at
+        creation and must be the same at every later open."""
         path = Path(path).absolute()
+        counts = dict(partition_counts or {})
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -46,14 +66,18 @@ class DataDir:
             raise DataDirError(f"{path} is not empty and holds no {META}: not a group-broker data directory")
         lock_fd = _lock(path)
         try:
-            stored = _read_meta(meta)
-            fresh = stored is None
-            if stored is None:
-                _write_meta(meta, cluster_id)
-            elif cluster_id_given and stored != cluster_id:
-                raise DataDirError(f"{path} belongs to cluster {stored}, not {cluster_id} (--cluster-id)")
+            content = _read_meta(meta)
+            fresh = content is None
+            if content is None:
+                _write_meta(meta, cluster_id, counts)
             else:
+                stored = content["cluster_id"]
+                if cluster_id_given and stored != cluster_id:
+                    raise DataDirError(f"{path} belongs to cluster {stored}, not {cluster_id} (--cluster-id)")
                 cluster_id = stored
+                _check_counts(path, content, counts)
+                if any(key not in content for key in counts):  # a directory from before the counts were kept
+                    _write_meta(meta, cluster_id, {**counts, **_stored_counts(content)})
             marker = path / CLEAN
             clean = fresh or marker.exists()
             marker.unlink(missing_ok=True)
@@ -101,7 +125,7 @@ def _lock(path: Path) -> int:
     return fd
 
 
-def _read_meta(meta: Path) -> str | None:
+def _read_meta(meta: Path) -> dict[str, Any] | None:
     if not meta.exists():
         return None
     try:
@@ -113,13 +137,32 @@ def _read_meta(meta: Path) -> str | None:
         raise DataDirError(f"{meta}: unknown format version {version!r} (this broker reads {FORMAT_VERSION})")
     if not isinstance(cluster_id, str):
         raise DataDirError(f"{meta}: cluster_id is not text")
-    return cluster_id
+    for key in PARTITION_COUNTS:
+        if key in content and (not isinstance(content[key], int) or isinstance(content[key], bool)):
+            raise DataDirError(f"{meta}: {key} is not a number")
+    return dict(content)
 
 
-def _write_meta(meta: Path, cluster_id: str) -> None:
+def _stored_counts(content: Mapping[str, Any]) -> dict[str, int]:
+    return {key: int(content[key]) for key in PARTITION_COUNTS if key in content}
+
+
+def _check_counts(path: Path, content: Mapping[str, Any], counts: Mapping[str, int]) -> None:
+    """A partition count other than the stored one refuses the start (1.1: it would move every group)."""
+    for key, stored in _stored_counts(content).items():
+        given = counts.get(key)
+        if given is not None and given != stored:
+            raise DataDirError(
+                f"{path} was created with {PARTITION_COUNTS[key]} {stored}, not {given}: the count cannot change "
+                f"(every group id or transactional id would hash to another partition); start with "
+                f"{PARTITION_COUNTS[key]} {stored} or use a new data directory"
+            )
+
+
+def _write_meta(meta: Path, cluster_id: str, counts: Mapping[str, int]) -> None:
     temporary = meta.with_suffix(".tmp")
     with open(temporary, "w") as file:
-        json.dump({"format_version": FORMAT_VERSION, "cluster_id": cluster_id}, file)
+        json.dump({"format_version": FORMAT_VERSION, "cluster_id": cluster_id, **counts}, file)
         file.write("\n")
         file.flush()
         os.fsync(file.fileno())

@@ -86,6 +86,20 @@ def test_read_committed_abort_only_is_skipped_in_one_fetch() -> None:
     assert (h.spart().start_offset, h.spart().in_flight()) == (3, 0)
 
 
+def test_record_limit_archives_an_aborted_batch_whole() -> None:
+    """Item 39 with record-limit mode: an aborted batch is archived whole, never cut at MaxRecords (a cut one left
+    offsets in the in-flight window with no state, and an acknowledgement of them failed)."""
+    h = read_committed()
+    transactional(h, 4)  # 0-3
+    end_transaction(h, commit=False)  # 4
+    h.produce(2)  # 5-6
+    assert acquired(h.fetch("m", max_records=1, record_limit=True)) == [(5, 5, 1)]
+    assert [state(h, o) for o in range(5)] == [None] * 5  # archived whole, then below the SPSO
+    assert h.spart().start_offset == 5
+    h.acknowledge("m", {("t", 0): [(5, 5, (ACCEPT,))]})
+    assert acquired(h.fetch("m", max_records=1, record_limit=True)) == [(6, 6, 1)]
+
+
 def test_read_committed_interleaved_producers() -> None:
     """Item 39: an aborted producer's records interleaved with a committed one's: only the committed ones."""
     h = read_committed()

@@ -108,7 +108,7 @@ class ConsumerGroups:
     def delete(self, group: ConsumerGroup, why: str) -> None:
         """Forgotten with its timers; its offsets stay in the store (the caller removes them if they must go)."""
         for member in list(group.members.values()):
-            self._cancel_timers(group, member)
+            self.cancel_timers(group, member)
         if self.changes.enabled and group.group_id in self.stored:
             with self.changes.atomic():
                 self._unstore_members(group, list(group.members))
@@ -152,7 +152,7 @@ class ConsumerGroups:
         """Section 7.7: nothing is sent to members; they learn NOT_COORDINATOR on their next heartbeat."""
         for group in self.groups.values():
             for member in group.members.values():
-                self._cancel_timers(group, member)
+                self.cancel_timers(group, member)
         self.registry.remove_all(GroupType.CONSUMER)
 
     # -- fencing (section 4.13) ------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ class ConsumerGroups:
         last: ConsumerMember | None = None
         gone = []
         for member, reason in members:
-            self._cancel_timers(group, member)
+            self.cancel_timers(group, member)
             group.remove_member(member.member_id)
             self.events.member_left(group, member, cause, reason)
             gone.append(member.member_id)
@@ -186,7 +186,7 @@ class ConsumerGroups:
 
     def fence_silently(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         """Drop a static member being replaced by its successor (section 4.7): no epoch bump, timers gone."""
-        self._cancel_timers(group, member)
+        self.cancel_timers(group, member)
         group.remove_member(member.member_id)
         self._unstore_members(group, (member.member_id,))
 
@@ -194,7 +194,7 @@ class ConsumerGroups:
         group.group_epoch += 1
         self.events.epoch_bumped(group, cause, member_id)
 
-    def _cancel_timers(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def cancel_timers(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         self.purgatory.cancel(consumer_session_key(group.group_id, member.member_id))
         self.purgatory.cancel(consumer_rebalance_key(group.group_id, member.member_id))
         member.session = None

@@ -19,8 +19,9 @@ import uuid
 from typing import Any
 
 from broker.coordinator.modern.share.group import ShareGroup
+from broker.coordinator.modern.share.inflight import RecordState, Run
 from broker.coordinator.modern.share.member import ShareMember
-from broker.coordinator.modern.share.partition import InFlightRecord, RecordState, SharePartition
+from broker.coordinator.modern.share.partition import SharePartition
 
 GROUP = "share.group"
 MEMBER = "share.member"
@@ -59,25 +60,26 @@ def rebuild_member(member_id: str, value: dict[str, Any], now_ms: int) -> ShareM
 
 def partition_value(share: SharePartition) -> dict[str, Any]:
     runs: list[list[int]] = []
-    for offset, record in share.held():
-        if offset < share.start_offset:
+    start = share.start_offset
+    for run in share.runs:
+        if run.last < start:
             continue  # still locked below a moved log start (6.9): finished whatever comes, as Kafka persists it
-        state = RecordState.AVAILABLE if record.state is RecordState.ACQUIRED else record.state
-        if runs and runs[-1][1] == offset - 1 and runs[-1][2] == state and runs[-1][3] == record.delivery_count:
-            runs[-1][1] = offset
+        first = max(run.first, start)
+        state = RecordState.AVAILABLE if run.state is RecordState.ACQUIRED else run.state
+        if runs and runs[-1][1] == first - 1 and runs[-1][2] == state and runs[-1][3] == run.delivery_count:
+            runs[-1][1] = run.last
         else:
-            runs.append([offset, offset, int(state), record.delivery_count])
+            runs.append([first, run.last, int(state), run.delivery_count])
     return {"start_offset": share.start_offset, "next_offset": share.next_offset, "records": runs}
 
 
 def rebuild_partition(share: SharePartition, value: dict[str, Any]) -> None:
     share.start_offset = int(value["start_offset"])
     share.next_offset = int(value["next_offset"])
-    share.records.clear()
+    share.runs.clear()
     share.available = 0
     for first, last, state, count in value.get("records", ()):
-        for offset in range(int(first), int(last) + 1):
-            record = InFlightRecord(RecordState(int(state)), int(count))
-            share.records[offset] = record
-            if record.state is RecordState.AVAILABLE:
-                share.available += 1
+        run = Run(int(first), int(last), RecordState(int(state)), int(count))
+        share.runs.append(run)
+        if run.state is RecordState.AVAILABLE:
+            share.available += run.last - run.first + 1

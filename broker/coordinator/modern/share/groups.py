@@ -124,13 +124,22 @@ class ShareGroups:
     def heartbeat_interval_ms(self, group_id: str) -> int:
         return self.group_configs.int_value(group_id, HEARTBEAT_INTERVAL)
 
-    def arm_session(self, group: ShareGroup, member: ShareMember) -> None:
-        timeout_ms = self.session_timeout_ms(group.group_id)
+    def arm_session(self, group: ShareGroup, member: ShareMember, timeout_ms: int | None = None) -> None:
+        """(Re-)arm the member's session: ``timeout_ms``, or the group's ``share.session.timeout.ms``."""
+        if timeout_ms is None:
+            timeout_ms = self.session_timeout_ms(group.group_id)
         member.last_heartbeat_ms = self.clock.now_ms()
+        session = member.session
+        # Every heartbeat moves the deadline: in place while it is armed with the same timeout (the action names it).
+        if session is not None and member.session_timeout_ms == timeout_ms and (
+            self.purgatory.postpone(session, timeout_ms)
+        ):
+            return
         group_id, member_id = group.group_id, member.member_id
-        self.purgatory.schedule(
+        member.session = self.purgatory.schedule(
             share_session_key(group_id, member_id), timeout_ms, lambda: self._expire(group_id, member_id, timeout_ms)
         )
+        member.session_timeout_ms = timeout_ms
 
     def _expire(self, group_id: str, member_id: str, timeout_ms: int) -> None:
         group = self.groups.get(group_id)
@@ -242,6 +251,39 @@ class ShareGroups:
         return ShareHeartbeatResult(
             E.none, None, member_id, member.member_epoch, self.heartbeat_interval_ms(group_id), assignment
         )
+
+    def steady(self, group_id: str, member_id: str, epoch: int, client_id: str, client_host: str) -> int | None:
+        """The steady beat without a request object (the connection's hand-decoded hot path: RackId and
+        SubscribedTopicNames null, ``epoch`` > 0): the heartbeat interval to answer with, or None when anything at all
+        needs ``heartbeat`` (which then decides, and nothing was changed here).
+
+        It answers only what ``heartbeat`` would answer without changing anything but the session: the member at the
+        current epoch, the group's target computed at that epoch and taken by the member (its epoch equals the
+        assignment epoch, which moves whenever the target does), the topics' metadata unchanged since the target
+        (the catalog's version), the same client id and host (``heartbeat`` would store new ones). The stored value
+        of the member and the group are then what they were, so nothing is written to the durable changes.
+        """
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        member = group.members.get(member_id)
+        if (
+            member is None
+            or member.member_epoch != epoch
+            or group.assignment_epoch != epoch
+            or group.group_epoch != epoch
+            or group.metadata_version != self.topics.version
+            or member.client_id != client_id
+            or member.client_host != client_host
+        ):
+            return None
+        configs = self.group_configs
+        if group_id in configs.overrides:
+            self.arm_session(group, member)
+            return self.heartbeat_interval_ms(group_id)
+        config = configs.config  # no configs of its own: the broker's settings, as ``GroupConfigs.int_value`` reads
+        self.arm_session(group, member, config.share_session_timeout_ms)
+        return config.share_heartbeat_interval_ms
 
     def _leave(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
         group = self.groups.get(request.group_id)

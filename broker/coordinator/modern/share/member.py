@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from broker.coordinator.modern.types import EMPTY_ASSIGNMENT, Assignment
+from broker.timing.purgatory import Deadline
 
 __all__ = ["ShareMember"]
 
@@ -22,3 +23,7 @@ class ShareMember:
     subscribed_topic_names: tuple[str, ...] = ()  # sorted
     assigned: Assignment = field(default_factory=lambda: EMPTY_ASSIGNMENT)
     last_heartbeat_ms: int = 0
+    # The session's deadline and the timeout it was armed with: a heartbeat moves it without a keyed lookup
+    # (``ShareGroups.arm_session``); not part of the durable value.
+    session: Deadline | None = None
+    session_timeout_ms: int = 0

@@ -3,8 +3,8 @@
 
 Offsets below the SPSO are finished; offsets from the SPSO to the SPEO are in flight, each with a state (AVAILABLE,
 ACQUIRED, ACKNOWLEDGED, ARCHIVED), a delivery count and, while ACQUIRED, the member holding it and the acquisition
-whose lock covers it. State is kept per offset (section 14 allows it): at most
-``group.share.partition.max.record.locks`` offsets are in flight. Acknowledgements commit at once (no two-phase
+whose lock covers it. State is kept by runs of offsets sharing it (``inflight.py``, Kafka's ``InFlightBatch``): at
+most ``group.share.partition.max.record.locks`` offsets are in flight. Acknowledgements commit at once (no two-phase
 persister write), but a failing batch leaves the partition unchanged: every batch is checked before any is applied.
 
 Pure state: the log is read through ``ShareLog`` (storage's ``PartitionLog`` answers it), lock timers are armed by
@@ -15,12 +15,22 @@ from __future__ import annotations
 
 import enum
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
+
+from broker.coordinator.modern.share.inflight import (
+    Acquisition,
+    RecordState,
+    RecordsView,
+    Run,
+    cut,
+    index_from,
+    split,
+)
 
 __all__ = [
     "AckBatch",
@@ -31,15 +41,6 @@ __all__ = [
     "SharePartition",
     "validate_batches",
 ]
-
-
-class RecordState(enum.IntEnum):
-    """Kafka's ``RecordState`` with its persisted ids."""
-
-    AVAILABLE = 0
-    ACQUIRED = 1
-    ACKNOWLEDGED = 2
-    ARCHIVED = 4
 
 
 _FINISHED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
@@ -108,24 +109,6 @@ class ShareLog(Protocol):
     def bytes_from(self, offset: int) -> int: ...
 
 
-@dataclass(slots=True, eq=False)
-class Acquisition:
-    """The records one fetch acquired for one member, under one lock (a RENEW moves records to a new one)."""
-
-    number: int
-    member_id: str
-    offsets: list[int]
-    deadline_ms: int
-
-
-@dataclass(slots=True, eq=False)
-class InFlightRecord:
-    state: RecordState = RecordState.AVAILABLE
-    delivery_count: int = 0
-    member_id: str | None = None
-    lock: Acquisition | None = None
-
-
 @dataclass(frozen=True, slots=True)
 class AckBatch:
     first_offset: int
@@ -163,7 +146,7 @@ class Change:
     accepted: int = 0
     rejected: int = 0
     rejected_records: list[tuple[int, int]] = field(default_factory=list)  # (offset, delivery count) REJECT or GAP
-    renewed: list[int] = field(default_factory=list)
+    renewed: list[tuple[int, int]] = field(default_factory=list)  # (first, last) ranges to renew
     bytes_read: int = 0  # what an acquisition read of the log (MaxBytes, section 8.3)
 
 
@@ -174,8 +157,10 @@ class SharePartition:
         self.partition = partition
         self.start_offset = -1  # SPSO; -1 until the first fetch initialises it (section 6.2)
         self.next_offset = -1  # SPEO + 1: the first offset never acquired
-        self.records: dict[int, InFlightRecord] = {}  # every offset from the SPSO up to next_offset, while in flight
-        self.available = 0  # AVAILABLE records in ``records``: the next fetch looks there first
+        # Every offset from the SPSO up to next_offset while in flight, as runs in offset order (inflight.py); below
+        # the SPSO only ACQUIRED runs a moved log start left locked (6.9).
+        self.runs: list[Run] = []
+        self.available = 0  # AVAILABLE records in ``runs``: the next fetch looks there first
         self.delivered = 0  # deliveries ever made (first deliveries and redeliveries)
         self.redelivered = 0
         self.archived_total = 0
@@ -192,29 +177,50 @@ class SharePartition:
         """SPEO: the last offset ever acquired (SPSO - 1 when nothing is in flight)."""
         return self.next_offset - 1
 
+    @property
+    def records(self) -> RecordsView:
+        """Each in-flight offset mapped to its run (what one record looks like)."""
+        return RecordsView(self.runs)
+
     def in_flight(self) -> int:
         return self.next_offset - self.start_offset if self.initialised else 0
 
     def counts(self) -> dict[str, int]:
         tally = dict.fromkeys(("available", "acquired", "acknowledged", "archived"), 0)
-        for record in self.records.values():
-            tally[record.state.name.lower()] += 1
+        for run in self.runs:
+            tally[run.state.name.lower()] += run.last - run.first + 1
         return tally
 
-    def held(self) -> Iterator[tuple[int, InFlightRecord]]:
-        """The in-flight offsets with their records, in offset order."""
-        return iter(sorted(self.records.items()))
+    def held(self) -> Iterator[tuple[int, Run]]:
+        """The in-flight offsets with their runs, in offset order (a step per offset: for tests and tools)."""
+        return iter(self.records.items())
 
     def fetch_offset(self) -> int:
         """Where the next fetch reads the log: the first AVAILABLE in-flight offset, else SPEO + 1."""
         if self.available:
-            for offset in range(self.start_offset, self.next_offset):
-                if self.records[offset].state is RecordState.AVAILABLE:
-                    return offset
+            start = self.start_offset
+            for run in self.runs:
+                if run.state is RecordState.AVAILABLE and run.last >= start:
+                    return max(run.first, start)
         return self.next_offset
 
     def finished_above_start(self) -> int:
-        return sum(1 for r in self.records.values() if r.state in _FINISHED)
+        start = self.start_offset
+        return sum(
+            run.last - max(run.first, start) + 1 for run in self.runs if run.state in _FINISHED and run.last >= start
+        )
+
+    def holds(self, acquisition: Acquisition) -> bool:
+        """Whether any record is still locked by ``acquisition``: a bisection per range it was given."""
+        runs = self.runs
+        count = len(runs)
+        for first, last in acquisition.ranges:
+            index = index_from(runs, first)
+            while index < count and runs[index].first <= last:
+                if runs[index].lock is acquisition:
+                    return True
+                index += 1
+        return False
 
     # -- initialisation (section 6.2) and the log start (6.9) --------------------------------------------------
 
@@ -231,7 +237,7 @@ class SharePartition:
     def reset_to(self, offset: int) -> None:
         """AlterShareGroupOffsets (section 10.3): a new SPSO, every in-flight state and delivery count dropped."""
         self.start_offset = self.next_offset = offset
-        self.records.clear()
+        self.runs.clear()
         self.available = 0
 
     def follow_log_start(self, log: ShareLog, change: Change) -> None:
@@ -241,13 +247,18 @@ class SharePartition:
         log_start = log.log_start_offset
         if self.start_offset >= log_start:
             return
-        for offset in range(self.start_offset, min(log_start, self.next_offset)):
-            record = self.records.get(offset)
-            if record is None or record.state is RecordState.ACQUIRED:
-                continue
-            if record.state is RecordState.AVAILABLE:
-                self._finish(record, RecordState.ARCHIVED)
-            del self.records[offset]
+        runs = self.runs
+        split(runs, log_start)  # no run straddles the new SPSO
+        below = index_from(runs, log_start)
+        kept: list[Run] = []
+        for run in runs[:below]:
+            if run.state is RecordState.ACQUIRED:
+                kept.append(run)
+            elif run.state is RecordState.AVAILABLE:
+                size = run.last - run.first + 1
+                self.available -= size
+                self.archived_total += size
+        runs[:below] = kept
         self.start_offset = log_start
         self.next_offset = max(self.next_offset, log_start)
         self._advance()
@@ -276,7 +287,7 @@ class SharePartition:
         are in ``change.bytes_read``."""
         change = Change()
         self.follow_log_start(log, change)
-        offsets = acquisition.offsets
+        taken: list[tuple[int, int, int]] = []  # (first, last, delivery count), ascending
         budget = max_records
         read, window_end, counted_until = 0, self.next_offset, self.fetch_offset()
         for batch in log.batches_from(counted_until):
@@ -288,22 +299,38 @@ class SharePartition:
                 break
             read += size
             counted_until = batch.last_offset + 1
-        if self.available:
-            for offset in range(self.start_offset, window_end):
-                if budget <= 0:
+        runs = self.runs
+        acquired = RecordState.ACQUIRED
+        if self.available:  # redeliveries: the AVAILABLE runs of the window, a run (or its head) at a time
+            index = index_from(runs, self.start_offset)
+            while index < len(runs) and budget > 0:
+                run = runs[index]
+                if run.first >= window_end:
                     break
-                record = self.records[offset]
-                if record.state is RecordState.AVAILABLE:
-                    self._take(record, member_id, acquisition)
-                    offsets.append(offset)
-                    budget -= 1
+                if run.state is RecordState.AVAILABLE:
+                    last = min(run.last, window_end - 1, run.first + budget - 1)
+                    if last < run.last:
+                        split(runs, last + 1)
+                    size = last - run.first + 1
+                    run.state = acquired
+                    run.delivery_count += 1
+                    run.member_id = member_id
+                    run.lock = acquisition
+                    self.available -= size
+                    self.redelivered += size
+                    self.delivered += size
+                    budget -= size
+                    taken.append((run.first, last, run.delivery_count))
+                index += 1
         upper = log.last_stable_offset if read_committed else log.high_watermark
-        batches: list[LoggedBatch] = []
+        redelivered = bool(taken)
+        batches: list[LoggedBatch] = []  # the new records' batches (those returned when nothing is redelivered)
         new_first = self.next_offset
         if budget > 0 and window_end == self.next_offset < upper and self.in_flight() < max_locks:
             aborted = self._aborted_ranges(log, upper) if read_committed else ()
+            lock_end = self.start_offset + max_locks  # the SPSO stays put in this loop: in flight < max_locks
             for batch in log.batches_from(self.next_offset):
-                if batch.base_offset >= upper or budget <= 0 or self.in_flight() >= max_locks:
+                if batch.base_offset >= upper or budget <= 0 or self.next_offset >= lock_end:
                     break
                 if batch.base_offset >= counted_until:  # not read yet (a batch split by record-limit mode was)
                     size = len(batch.data)
@@ -312,46 +339,45 @@ class SharePartition:
                     read += size
                 first = max(batch.base_offset, self.next_offset)
                 last = batch.last_offset
-                if record_limit and not batch.is_control:
-                    last = min(last, first + budget - 1)
                 skip = batch.is_control or (
                     batch.is_transactional and any(
                         a.producer_id == batch.producer_id and a.first_offset <= batch.base_offset <= a.last_offset
                         for a in aborted
                     )
                 )  # fmt: skip
-                records = self.records
+                if record_limit and not skip:  # a skipped batch is archived whole: cut, it left a hole in flight
+                    last = min(last, first + budget - 1)
+                tail = runs[-1] if runs and runs[-1].last + 1 == first else None  # the run just below, if any
                 if skip:  # control records and aborted data are never delivered
-                    for offset in range(first, last + 1):
-                        records[offset] = InFlightRecord(RecordState.ARCHIVED)
+                    if tail is not None and tail.state is RecordState.ARCHIVED and tail.delivery_count == 0:
+                        tail.last = last
+                    else:
+                        runs.append(Run(first, last, RecordState.ARCHIVED))
                     self.archived_total += last - first + 1
-                else:  # what _take does to a new record, a batch at a time (the per-record cost of a fetch)
-                    acquired = RecordState.ACQUIRED
-                    for offset in range(first, last + 1):
-                        records[offset] = InFlightRecord(acquired, 1, member_id, acquisition)
-                    offsets.extend(range(first, last + 1))
+                else:  # a new batch extends the fetch's run (Kafka's InFlightBatch per acquired batch)
+                    if tail is not None and tail.lock is acquisition and tail.delivery_count == 1:
+                        tail.last = last
+                    else:
+                        runs.append(Run(first, last, acquired, 1, member_id, acquisition))
+                    if taken and taken[-1][1] + 1 == first and taken[-1][2] == 1:
+                        taken[-1] = (taken[-1][0], last, 1)
+                    else:
+                        taken.append((first, last, 1))
                     budget -= last - first + 1
                     self.delivered += last - first + 1
+                    batches.append(batch)
                 self.next_offset = last + 1
-        # Which stored batches to return: those holding an acquired offset (redeliveries may sit far below).
-        if offsets:
-            wanted = sorted(offsets)
-            batches = _covering(log, wanted)
-            change.acquired = _ranges(wanted, self.records, batch_size, batches)
+        # Which stored batches to return: those holding an acquired offset (redeliveries may sit far below; new
+        # records only: the batches just read for them).
+        if taken:
+            acquisition.ranges.extend((first, last) for first, last, _ in taken)
+            if redelivered:
+                batches = _covering(log, taken)
+            change.acquired = _ranges(taken, batch_size, batches)
         if self.next_offset > new_first:
             self._advance()  # archived offsets (markers, aborted data) may lead: the SPSO moves over them
         change.bytes_read = read
         return change, batches
-
-    def _take(self, record: InFlightRecord, member_id: str, acquisition: Acquisition, *, new: bool = False) -> None:
-        if not new:
-            self.available -= 1
-            self.redelivered += 1
-        record.state = RecordState.ACQUIRED
-        record.delivery_count += 1
-        record.member_id = member_id
-        record.lock = acquisition
-        self.delivered += 1
 
     def _aborted_ranges(self, log: ShareLog, upper: int) -> Sequence[AbortedRange]:
         return log.aborted_transactions(self.next_offset, upper)
@@ -363,66 +389,88 @@ class SharePartition:
     ) -> tuple[ErrorCode, str | None, Change]:
         """Check every batch, then apply them all (or none): the partition's AcknowledgeErrorCode and message."""
         change = Change()
-        records = self.records
+        runs = self.runs
         acquired = RecordState.ACQUIRED
         plan: list[tuple[int, int, AckBatch]] = []  # (first, last, batch): every batch checked before any applies
         for batch in batches:
             if batch.last_offset < self.start_offset or not self.initialised:
                 continue  # already finished (below the SPSO)
-            # SharePartition's messages (its per-offset path: state is kept per offset here).
+            # SharePartition's messages (its per-offset path).
             if batch.last_offset >= self.next_offset:
                 which = "first" if batch.first_offset >= self.next_offset else "last"
                 return ErrorCode.invalid_request, f"Batch record not found. The {which} offset in request is past " \
                     "acquired records.", change  # fmt: skip
             first = max(batch.first_offset, self.start_offset)
-            for offset in range(first, batch.last_offset + 1):
-                record = records[offset]
-                if record.state is not acquired:
+            index, count = index_from(runs, first), len(runs)
+            while index < count and runs[index].first <= batch.last_offset:  # the runs in order: the first bad one
+                run = runs[index]
+                if run.state is not acquired:
                     return ErrorCode.invalid_record_state, _NOT_ACQUIRED, change
-                if record.member_id != member_id:
+                if run.member_id != member_id:
                     return ErrorCode.invalid_record_state, "Member is not the owner of offset", change
+                index += 1
             plan.append((first, batch.last_offset, batch))
         for first, last, batch in plan:
             types = batch.types
-            if len(types) == 1 and types[0] == AcknowledgeType.ACCEPT:  # the common case, one type for the range
-                change.accepted += last - first + 1
-                if first == self.start_offset:  # in order: finished and at the SPSO, so gone at once (section 6.7)
-                    for offset in range(first, last + 1):
-                        del records[offset]
-                    self.start_offset = last + 1
-                    continue
-                for offset in range(first, last + 1):
-                    record = records[offset]  # ACQUIRED (checked above): what _finish does to it
-                    record.state = RecordState.ACKNOWLEDGED
-                    record.member_id = None
-                    record.lock = None
+            if len(types) == 1:  # the common case, one type for the range
+                self._apply(first, last, types[0], delivery_limit, change)
                 continue
-            for offset in range(first, last + 1):
-                record = records[offset]
-                kind = types[0] if len(types) == 1 else types[offset - batch.first_offset]
-                if kind == AcknowledgeType.ACCEPT:
-                    self._finish(record, RecordState.ACKNOWLEDGED)
-                    change.accepted += 1
-                elif kind in (AcknowledgeType.REJECT, AcknowledgeType.GAP):
-                    change.rejected_records.append((offset, record.delivery_count))
-                    self._finish(record, RecordState.ARCHIVED)
-                    change.rejected += 1
-                elif kind == AcknowledgeType.RELEASE:
-                    self._release(record, offset, delivery_limit, change)
-                else:
-                    change.renewed.append(offset)
+            base, index = batch.first_offset, first - batch.first_offset
+            while index <= last - base:  # per-offset types: a stretch of one type at a time
+                kind, end = types[index], index
+                while end < last - base and types[end + 1] == kind:
+                    end += 1
+                self._apply(base + index, base + end, kind, delivery_limit, change)
+                index = end + 1
         self._advance()
         return ErrorCode.none, None, change
+
+    def _apply(self, first: int, last: int, kind: int, delivery_limit: int, change: Change) -> None:
+        """One acknowledgement type for ``[first, last]`` (checked: every offset ACQUIRED by the member)."""
+        if kind == AcknowledgeType.RENEW:
+            change.renewed.append((first, last))
+            return
+        runs = self.runs
+        start, end = cut(runs, first, last)
+        if kind == AcknowledgeType.ACCEPT:
+            change.accepted += last - first + 1
+            if first == self.start_offset:  # in order: finished and at the SPSO, so gone at once (section 6.7)
+                del runs[start:end]
+                self.start_offset = last + 1
+                return
+            for run in runs[start:end]:
+                run.state = RecordState.ACKNOWLEDGED
+                run.member_id = None
+                run.lock = None
+        elif kind in (AcknowledgeType.REJECT, AcknowledgeType.GAP):
+            for run in runs[start:end]:
+                size = run.last - run.first + 1
+                count = run.delivery_count
+                change.rejected_records.extend((offset, count) for offset in range(run.first, run.last + 1))
+                change.rejected += size
+                self.archived_total += size
+                run.state = RecordState.ARCHIVED
+                run.member_id = None
+                run.lock = None
+        else:  # RELEASE
+            for run in runs[start:end]:
+                self._release(run, delivery_limit, change)
 
     # -- releases: lock expiry (6.6), a session's end (6.8) -----------------------------------------------------
 
     def expire(self, acquisition: Acquisition, delivery_limit: int) -> Change:
         """The lock of ``acquisition`` ran out: what it still holds becomes available (or archived at the limit)."""
         change = Change()
-        for offset in acquisition.offsets:
-            record = self.records.get(offset)
-            if record is not None and record.lock is acquisition and record.state is RecordState.ACQUIRED:
-                self._release(record, offset, delivery_limit, change)
+        runs = self.runs
+        split(runs, self.start_offset)
+        count = len(runs)
+        for first, last in acquisition.ranges:
+            index = index_from(runs, first)
+            while index < count and runs[index].first <= last:
+                run = runs[index]
+                if run.lock is acquisition and run.state is RecordState.ACQUIRED:
+                    self._release(run, delivery_limit, change)
+                index += 1
         self._advance()
         return change
 
@@ -430,89 +478,98 @@ class SharePartition:
         """Every record ``member_id`` holds goes back (its share session ended); the locks it held are returned."""
         change = Change()
         locks: set[Acquisition] = set()
-        for offset, record in list(self.records.items()):
-            if record.state is RecordState.ACQUIRED and record.member_id == member_id:
-                if record.lock is not None:
-                    locks.add(record.lock)
-                self._release(record, offset, delivery_limit, change)
+        split(self.runs, self.start_offset)
+        for run in self.runs:
+            if run.state is RecordState.ACQUIRED and run.member_id == member_id:
+                if run.lock is not None:
+                    locks.add(run.lock)
+                self._release(run, delivery_limit, change)
         self._advance()
         return change, locks
 
-    def renew(self, offsets: Iterable[int], acquisition: Acquisition) -> None:
-        for offset in offsets:
-            record = self.records[offset]
-            record.lock = acquisition
-            acquisition.offsets.append(offset)
+    def renew(self, ranges: Iterable[tuple[int, int]], acquisition: Acquisition) -> None:
+        runs = self.runs
+        for first, last in ranges:
+            start, end = cut(runs, first, last)
+            for run in runs[start:end]:
+                run.lock = acquisition
+            acquisition.ranges.append((first, last))
 
-    def _release(self, record: InFlightRecord, offset: int, delivery_limit: int, change: Change) -> None:
-        record.member_id = None
-        record.lock = None
-        if offset < self.start_offset:  # left below the SPSO by a moved log start (6.9): finished, not redelivered
-            self._finish(record, RecordState.ARCHIVED)
-            del self.records[offset]
-        elif record.delivery_count >= delivery_limit:
-            self._finish(record, RecordState.ARCHIVED)
-            change.archived.append((offset, record.delivery_count))
+    def _release(self, run: Run, delivery_limit: int, change: Change) -> None:
+        """An ACQUIRED run goes back (its structure unchanged: ``_advance`` drops what is left below the SPSO)."""
+        run.member_id = None
+        run.lock = None
+        size = run.last - run.first + 1
+        if run.last < self.start_offset:  # left below the SPSO by a moved log start (6.9): finished, not redelivered
+            run.state = RecordState.ARCHIVED
+            self.archived_total += size
+        elif run.delivery_count >= delivery_limit:
+            run.state = RecordState.ARCHIVED
+            self.archived_total += size
+            change.archived.extend((offset, run.delivery_count) for offset in range(run.first, run.last + 1))
         else:
-            record.state = RecordState.AVAILABLE
-            self.available += 1
-            change.released.append(offset)
-
-    def _finish(self, record: InFlightRecord, state: RecordState) -> None:
-        if record.state is RecordState.AVAILABLE:
-            self.available -= 1
-        record.state = state
-        record.member_id = None
-        record.lock = None
-        if state is RecordState.ARCHIVED:
-            self.archived_total += 1
+            run.state = RecordState.AVAILABLE
+            self.available += size
+            change.released.extend(range(run.first, run.last + 1))
 
     def _advance(self) -> None:
-        """Section 6.7: the SPSO moves over the finished run at its start."""
-        records = self.records
-        start, end = self.start_offset, self.next_offset
-        get, acknowledged, archived = records.get, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED
-        while start < end:
-            record = get(start)
-            if record is None or (record.state is not acknowledged and record.state is not archived):
-                break  # _FINISHED, by identity (the per-record cost of every acknowledgement)
-            del records[start]
-            start += 1
+        """Section 6.7: the SPSO moves over the finished runs at its start; below it only ACQUIRED runs stay."""
+        runs = self.runs
+        start = self.start_offset
+        below = index_from(runs, start)
+        if below and any(run.state is not RecordState.ACQUIRED for run in runs[:below]):
+            runs[:below] = [run for run in runs[:below] if run.state is RecordState.ACQUIRED]
+            below = index_from(runs, start)
+        end = below
+        acknowledged, archived = RecordState.ACKNOWLEDGED, RecordState.ARCHIVED
+        while end < len(runs):
+            run = runs[end]
+            if run.first != start or (run.state is not acknowledged and run.state is not archived):
+                break
+            start = run.last + 1
+            end += 1
+        if end > below:
+            del runs[below:end]
         self.start_offset = start
 
 
-def _covering(log: ShareLog, offsets: list[int]) -> list[LoggedBatch]:
-    """The stored batches holding any of ``offsets`` (ascending), each once; a bisection per batch, not a step per
-    offset."""
+def _covering(log: ShareLog, ranges: list[tuple[int, int, int]]) -> list[LoggedBatch]:
+    """The stored batches holding any offset of ``ranges`` (ascending), each once: a step per batch."""
     found: list[LoggedBatch] = []
-    index, count = 0, len(offsets)
-    for batch in log.batches_from(offsets[0]):
-        index = bisect_left(offsets, batch.base_offset, index)
+    index, count = 0, len(ranges)
+    for batch in log.batches_from(ranges[0][0]):
+        while index < count and ranges[index][1] < batch.base_offset:
+            index += 1
         if index >= count:
             break
-        if offsets[index] <= batch.last_offset:
+        if ranges[index][0] <= batch.last_offset:
             found.append(batch)
-            index = bisect_right(offsets, batch.last_offset, index)
     return found
 
 
 def _ranges(
-    offsets: list[int], records: dict[int, InFlightRecord], batch_size: int, batches: list[LoggedBatch]
+    taken: list[tuple[int, int, int]], batch_size: int, batches: list[LoggedBatch]
 ) -> list[tuple[int, int, int]]:
     """AcquiredRecords: contiguous offsets of one delivery count, cut after about ``batch_size`` records at a log
     batch boundary (section 6.4 step 3)."""
-    ends = {batch.last_offset for batch in batches}
+    joined: list[tuple[int, int, int]] = []
+    for first, last, count in taken:
+        if joined and joined[-1][1] + 1 == first and joined[-1][2] == count:
+            joined[-1] = (joined[-1][0], last, count)
+        else:
+            joined.append((first, last, count))
+    ends = [batch.last_offset for batch in batches]  # ascending
     ranges: list[tuple[int, int, int]] = []
-    first = previous = offsets[0]
-    count = records[first].delivery_count
-    for offset in offsets[1:]:
-        delivery = records[offset].delivery_count
-        cut = batch_size > 0 and previous - first + 1 >= batch_size and previous in ends
-        if offset != previous + 1 or delivery != count or cut:
-            ranges.append((first, previous, count))
-            first, count = offset, delivery
-        previous = offset
-    ranges.append((first, previous, count))
+    for first, last, count in joined:
+        if batch_size > 0:
+            index = bisect_left(ends, first)
+            while index < len(ends) and ends[index] < last:
+                end = ends[index]
+                if end - first + 1 >= batch_size:
+                    ranges.append((first, end, count))
+                    first = end + 1
+                index += 1
+        ranges.append((first, last, count))
     return ranges
 
 

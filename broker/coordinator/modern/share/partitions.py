@@ -127,7 +127,7 @@ class SharePartitions:
             max_bytes=max_bytes,
             at_least_one=at_least_one,
         )
-        if acquisition.offsets:
+        if acquisition.ranges:
             self._lock(key, acquisition, lock_ms)
             self.events.records_acquired(group_id, key[1], key[2], member_id, change.acquired, lock_ms)
         return change.acquired, batches, change.bytes_read
@@ -153,19 +153,10 @@ class SharePartitions:
                 self.purgatory.cancel(share_lock_key(acquisition.number))
 
     def _drop_finished_locks(self, key: PartitionKey, share: SharePartition) -> None:
-        """Locks whose records were all acknowledged or released: their timers go. A lock whose offsets all lie below
-        the SPSO holds nothing when no record is kept below it (every offset there is finished, section 6.7; only a
-        DeleteRecords past ACQUIRED records leaves some, item 41) and is not walked offset by offset then. Records
-        are kept in offset order (acquired in ascending order, never re-inserted), so the first is the lowest."""
-        start = share.start_offset
-        lowest = next(iter(share.records), start)
+        """Locks whose records were all acknowledged or released: their timers go. Whether a lock still holds
+        anything is a bisection per range it was given (``SharePartition.holds``), not a step per offset."""
         for number, (lock_key, acquisition) in list(self.locks.items()):
-            if lock_key != key:
-                continue
-            offsets = acquisition.offsets
-            if (max(offsets, default=-1) < start <= lowest) or not any(
-                (r := share.records.get(o)) is not None and r.lock is acquisition for o in offsets
-            ):
+            if lock_key == key and not share.holds(acquisition):
                 del self.locks[number]
                 self.purgatory.cancel(share_lock_key(number))
 

@@ -106,6 +106,20 @@ class ShareCoordinator:
             self.log.exception("ShareGroupHeartbeat failed", group_id=request.group_id, member_id=request.member_id)
             return ShareHeartbeatResult(E.coordinator_not_available)
 
+    def heartbeat_steady(
+        self, group_id: str, member_id: str, epoch: int, client_id: str, client_host: str
+    ) -> int | None:
+        """The hot path (``ShareGroups.steady``): the interval to answer a steady beat with, or None for
+        ``heartbeat``."""
+        if not self.active:
+            return None
+        try:
+            return self.groups.steady(group_id, member_id, epoch, client_id, client_host)
+        except Exception:
+            self.groups.failures += 1
+            self.log.exception("ShareGroupHeartbeat failed", group_id=group_id, member_id=member_id)
+            return None
+
     def describe(self, group_id: str) -> ShareGroupDescription:
         if not self.active:
             return ShareGroupDescription(group_id, E.coordinator_not_available)

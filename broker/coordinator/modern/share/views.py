@@ -98,13 +98,13 @@ def share_partitions(
 
 def _view(topic: str, partition: int, share: SharePartition) -> SharePartitionView:
     runs: list[list[object]] = []
-    for offset, record in share.held():
-        deadline = record.lock.deadline_ms if record.lock is not None else None
-        shape = (record.state.name.lower(), record.delivery_count, record.member_id, deadline)
-        if runs and runs[-1][1] == offset - 1 and tuple(runs[-1][2:]) == shape:
-            runs[-1][1] = offset
+    for run in share.runs:
+        deadline = run.lock.deadline_ms if run.lock is not None else None
+        shape = (run.state.name.lower(), run.delivery_count, run.member_id, deadline)
+        if runs and runs[-1][1] == run.first - 1 and tuple(runs[-1][2:]) == shape:
+            runs[-1][1] = run.last
         else:
-            runs.append([offset, offset, *shape])
+            runs.append([run.first, run.last, *shape])
     counts = share.counts()
     return SharePartitionView(
         topic,
