@@ -68,6 +68,19 @@ def _sigint_not_ignored() -> Iterator[None]:
     _hear_ctrl_c()
 
 
+def free_ports(count: int) -> int:
+    """A port p with p..p+count-1 all free and none handed out before, all of them handed out now (``serve
+    --nodes N`` listens on p+i): handing out only p let the next ``free_port()`` give p+1 to the control API of the
+    same broker, whose node 1 then found its port taken."""
+    for _ in range(500):
+        base = free_port()
+        run = range(base, base + count)
+        if all(port == base or (port not in _HANDED_OUT and _bound_port(port)) for port in run):
+            _HANDED_OUT.update(run)
+            return base
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
 def free_port() -> int:
     """A port nobody listens on, and not one this run handed out before: two calls in a row may otherwise get the
     same port from the kernel, and two brokers given it race for it (seen in CI: one exits with 1)."""

@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,7 +28,7 @@ from kio.static.primitive import i8
 from broker.control.client import ControlClient
 from protocol.apis import ApiKey
 from tests.clients.processes import WorkerProcess
-from tests.conftest import ROOT, TEST_GROUP_FLAGS, free_port
+from tests.conftest import ROOT, TEST_GROUP_FLAGS, free_port, free_ports
 from tests.wire.client import WireClient, request
 
 T = TypeVar("T")
@@ -51,30 +50,11 @@ def wait(what: str, probe: Callable[[], T | None], seen: Callable[[], object], t
         time.sleep(0.1)
 
 
-def _consecutive_ports(count: int) -> int:
-    """A port p with p..p+count-1 all free (node i of the broker listens on p+i)."""
-    for _ in range(200):
-        base = free_port()
-        sockets = []
-        try:
-            for offset in range(count):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", base + offset))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise AssertionError(f"no {count} consecutive free ports")
-
-
 class Cluster:
     """A ``serve --nodes 3`` process and its control API."""
 
     def __init__(self, tmp_path: Path, *extra: str) -> None:
-        self.port = _consecutive_ports(NODES)
+        self.port = free_ports(NODES)
         self.admin_port = free_port()
         self.log_path = tmp_path / f"broker-{self.port}.log"
         argv = [
