@@ -191,9 +191,11 @@ def test_every_acknowledged_write_survives_random_sigkills(tmp_path: Path) -> No
     assert len(acked) > 100 and sum(commits.values()) > 10
     print(f"rounds {ROUNDS}: {len(acked)} records, {len(generations)} generations, {len(committed_txns)} transactions")
     # A kill that leaves the joining member in the group holds the next joins until its session or the rebalance
-    # timeout runs out (5-6 s): 26 to 122 generations in 20 rounds seen here.
+    # timeout runs out (5-6 s): 26 to 122 generations in 20 rounds seen here before issue 29; since a restart brings
+    # a rebalance in flight back at its last stored generation with its members (as Kafka's replay of its log does),
+    # more kills land on a group that waits out a session: 5 to 165 seen. This only checks that the load ran.
     load = (len(generations), len(committed_txns), failures[-5:])
-    assert len(generations) >= ROUNDS // 2 and len(committed_txns) > ROUNDS, load
+    assert len(generations) >= ROUNDS // 5 and len(committed_txns) > ROUNDS, load
     assert not [f for f in failures if "Fatal" in f or "fatal" in f], failures[:3]
 
 
