@@ -22,7 +22,6 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any, Self
 
 from broker.control.client import ControlClient, ControlError
@@ -30,7 +29,7 @@ from broker.coordinator.group_type import GroupType
 from broker.events import names
 from broker.testing.cluster import AsyncCluster, ClusterControl
 from broker.testing.share import AsyncShare, ShareControl
-from broker.testing.waits import JSON, POLL_S, RECENT_EVENTS, WaitTimeout, describe_event, threaded
+from broker.testing.waits import JSON, POLL_S, RECENT_EVENTS, EventBlock, WaitTimeout, describe_event, threaded
 
 __all__ = ["REBALANCE_EVENTS", "AsyncControl", "BrokerControl", "Fault", "RebalanceCheck", "WaitTimeout"]
 
@@ -364,50 +363,18 @@ class Fault:
         await asyncio.to_thread(self.delete)
 
 
-class RebalanceCheck:
+class RebalanceCheck(EventBlock):
     """The ``no_rebalance``/``expect_rebalance`` block. ``rebalances`` holds the events seen that start one:
     ``rebalance_started`` (classic groups), ``group_epoch_bumped`` (consumer groups)."""
 
     def __init__(
         self, control: BrokerControl, group: str, *, expect: bool, cause: str | None = None, timeout: float = 0.0
     ) -> None:
-        self._control = control
-        self.group = group
+        super().__init__(control, group, timeout if expect else 0.0)
         self._expect = expect
         self._cause = cause
         self._timeout = timeout
-        self._since = 0
-        self.events: list[JSON] = []
         self.rebalances: list[JSON] = []
-
-    def __enter__(self) -> Self:
-        # Each group's events are buffered in seq order, so its latest seq now divides "before" from "during".
-        self._since = self._control.last_seq(self.group)
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is not None:
-            return  # the block's own failure says more than ours would
-        deadline = time.monotonic() + (self._timeout if self._expect else 0.0)
-        while not self._collect() and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-        self._verdict()
-
-    async def __aenter__(self) -> Self:
-        self._since = await asyncio.to_thread(self._control.last_seq, self.group)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is not None:
-            return
-        deadline = time.monotonic() + (self._timeout if self._expect else 0.0)
-        while not await asyncio.to_thread(self._collect) and time.monotonic() < deadline:
-            await asyncio.sleep(POLL_S)
-        self._verdict()
 
     def _matching(self) -> list[JSON]:
         return [r for r in self.rebalances if self._cause is None or r.get("cause") == self._cause]

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Self
 from broker.control.client import ControlError
 from broker.coordinator.group_type import GroupType
 from broker.events import names
-from broker.testing.waits import JSON, POLL_S, RECENT_EVENTS, WaitTimeout, describe_event, threaded
+from broker.testing.waits import JSON, POLL_S, RECENT_EVENTS, EventBlock, WaitTimeout, describe_event, threaded
 
 if TYPE_CHECKING:
     from broker.control.client import ControlClient
@@ -349,7 +349,7 @@ class ArchiveCheck:
             await asyncio.to_thread(self.verify)
 
 
-class RedeliveryCheck:
+class RedeliveryCheck(EventBlock):
     """The ``expect_redelivery``/``no_redelivery`` block. ``redeliveries`` holds every redelivery seen during it
     (and, for ``expect_redelivery``, up to the match after it), ``events`` the group's events of that time."""
 
@@ -363,14 +363,12 @@ class RedeliveryCheck:
         offsets: frozenset[int] | None = None,
         timeout: float = 0.0,
     ) -> None:
-        self._control = control
-        self.group = group
+        super().__init__(control, group, timeout if expect else 0.0)
+        self._share = control
         self._expect = expect
         self._cause = cause
         self._offsets = offsets
         self._timeout = timeout if expect else 0.0
-        self._since = 0
-        self.events: list[JSON] = []
         self.redeliveries: list[Redelivery] = []
 
     def matching(self) -> list[Redelivery]:
@@ -389,34 +387,6 @@ class RedeliveryCheck:
             return True
         return bool(self.matching()) and not self._missing()
 
-    def __enter__(self) -> Self:
-        self._since = self._control.last_seq(self.group)
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is not None:
-            return  # the block's own failure says more than ours would
-        deadline = time.monotonic() + self._timeout
-        while not self._collect() and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-        self._verdict()
-
-    async def __aenter__(self) -> Self:
-        self._since = await asyncio.to_thread(self._control.last_seq, self.group)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if exc_type is not None:
-            return
-        deadline = time.monotonic() + self._timeout
-        while not await asyncio.to_thread(self._collect) and time.monotonic() < deadline:
-            await asyncio.sleep(POLL_S)
-        await asyncio.to_thread(self._verdict)
-
     def _verdict(self) -> None:
         seen = "; ".join(str(r) for r in self.redeliveries)
         if not self._expect:
@@ -434,7 +404,7 @@ class RedeliveryCheck:
         found = f"saw only {seen}" if seen else "saw none"
         if self.matching() and self._missing():
             found += f", not {_offsets_text(self._missing())}"
-        state = self._control._partitions_text(self.group)
+        state = self._share._partitions_text(self.group)
         raise AssertionError(
             f"expected share group {self.group!r} to redeliver records{of} during the block (or {self._timeout:g} s "
             f"after it); {found}; share-partitions now: {state}"

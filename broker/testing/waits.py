@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from types import TracebackType
+from typing import Any, ParamSpec, Protocol, Self, TypeVar
 
 from broker.events import names
 
@@ -44,3 +46,59 @@ def describe_event(record: JSON) -> str:
         extras.insert(0, f"{record.get('from')} -> {record.get('to')}")
     text = f"#{record.get('seq')} {record.get('event')}"
     return f"{text} ({', '.join(extras)})" if extras else text
+
+
+class _EventSource(Protocol):
+    def events(self, group: str | None = None, since_seq: int = 0) -> list[JSON]: ...
+
+    def last_seq(self, group: str) -> int: ...
+
+
+class EventBlock:
+    """A ``with``/``async with`` block judged by a group's events from its start (``RebalanceCheck`` in
+    ``control.py``, ``RedeliveryCheck`` in ``share.py``). A subclass reads the events in ``_collect`` (True once the
+    outcome can no longer change) and says what it found in ``_verdict``; on exit the events are read again until
+    ``_collect`` is satisfied or ``wait_s`` has passed, then judged. A block that raised is not judged: its own
+    failure says more."""
+
+    def __init__(self, control: _EventSource, group: str, wait_s: float) -> None:
+        self._control = control
+        self.group = group
+        self._wait_s = wait_s
+        self._since = 0
+        self.events: list[JSON] = []
+
+    def _collect(self) -> bool:
+        raise NotImplementedError
+
+    def _verdict(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        # Each group's events are buffered in seq order, so its latest seq now divides "before" from "during".
+        self._since = self._control.last_seq(self.group)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is not None:
+            return
+        deadline = time.monotonic() + self._wait_s
+        while not self._collect() and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        self._verdict()
+
+    async def __aenter__(self) -> Self:
+        self._since = await asyncio.to_thread(self._control.last_seq, self.group)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is not None:
+            return
+        deadline = time.monotonic() + self._wait_s
+        while not await asyncio.to_thread(self._collect) and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_S)
+        await asyncio.to_thread(self._verdict)
