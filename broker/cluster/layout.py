@@ -160,6 +160,15 @@ class ClusterLayout:
                 self._on_elect(topic, partition, found.epoch)
         return found
 
+    def topic_leaderships(self) -> list[tuple[str, list[Leadership]]]:
+        """Every ordinary topic's partitions, in order, with their leaderships (made now if not yet): what
+        ``GET /v1/cluster`` shows as ``topics`` (the console's nodes strip counts who leads what from it)."""
+        return [
+            (topic, [self.leadership(topic, partition) for partition in range(partitions)])
+            for topic, partitions in sorted(self._topics())
+            if topic not in (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+        ]
+
     def isr(self, topic: str, partition: int) -> tuple[int, ...]:
         return tuple(node for node in self.leadership(topic, partition).replicas if self.up[node])
 

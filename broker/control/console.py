@@ -27,6 +27,7 @@ FILES = {
     "history.js": "text/javascript; charset=utf-8",
     "actions.js": "text/javascript; charset=utf-8",
     "share.js": "text/javascript; charset=utf-8",
+    "nodes.js": "text/javascript; charset=utf-8",
 }
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "

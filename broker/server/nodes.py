@@ -311,4 +311,13 @@ class NodeSet:
                 OFFSETS_TOPIC: internal(OFFSETS_TOPIC, layout.offsets_partitions),
                 TRANSACTION_TOPIC: internal(TRANSACTION_TOPIC, layout.transaction_partitions),
             },
+            # The ordinary topics' leaders too, so that a reader sees every leadership a node holds (the console's
+            # nodes strip) without a Metadata request, which a browser cannot make.
+            "topics": {
+                topic: [
+                    {"partition": partition, "leader": leadership.leader, "epoch": leadership.epoch}
+                    for partition, leadership in enumerate(leaderships)
+                ]
+                for topic, leaderships in layout.topic_leaderships()
+            },
         }

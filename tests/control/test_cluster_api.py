@@ -99,6 +99,11 @@ async def test_the_cluster_lists_three_nodes_the_controller_and_every_internal_l
     # Round robin: partition p's preferred leader is node (p mod 3) + 1.
     assert all(row == {"partition": p, "leader": NODES[p % 3], "epoch": 0, "state": "active"}
                for p, row in enumerate(offsets))  # fmt: skip
+    # The ordinary topics' leaders too (the console's nodes strip counts them), placed as the internal ones.
+    assert cluster["topics"] == {
+        SINGLE: [{"partition": 0, "leader": 1, "epoch": 0}],
+        "topic": [{"partition": p, "leader": NODES[p % 3], "epoch": 0} for p in range(3)],
+    }
     found = await coordinator(capi, "orders-app")
     assert found["topic"] == "__consumer_offsets"
     assert found["node"] == offsets[found["partition"]]["leader"]
@@ -150,6 +155,7 @@ async def test_a_killed_node_refuses_leaves_metadata_and_comes_back_on_start(cap
     cluster = await describe(capi)
     assert [node["up"] for node in cluster["nodes"]] == [True, False, True]
     assert all(row["leader"] != 2 for row in cluster["internal"]["__consumer_offsets"])
+    assert cluster["topics"]["topic"][1] == {"partition": 1, "leader": 3, "epoch": 1}
     assert (await capi.post("/v1/cluster/nodes/2/stop")).json["moved_leaders"] == []  # stopped already: nothing
 
     started = await capi.post("/v1/cluster/nodes/2/start")
@@ -252,6 +258,7 @@ async def test_moving_a_partition_leader_and_back_to_the_preferred_one(capi: Con
     assert back.status == 200 and back.json == {"leader": 1, "epoch": 2}
     again = await capi.post("/v1/cluster/partitions/topic/0/leader", json={"preferred": True})
     assert again.json == {"leader": 1, "epoch": 2}  # the leader already: no election, the same epoch
+    assert (await describe(capi))["topics"]["topic"][0] == {"partition": 0, "leader": 1, "epoch": 2}
 
     assert (await capi.post("/v1/cluster/partitions/nope/0/leader", json={"node": 1})).status == 404
     assert (await capi.post("/v1/cluster/partitions/topic/3/leader", json={"node": 1})).status == 404

@@ -48,6 +48,8 @@ export const api = {
   fence: (id, instance) => call("POST", `/v1/groups/${seg(id)}/instances/${seg(instance)}/fence`),
   rebalance: (id) => call("POST", `/v1/groups/${seg(id)}/rebalance`),
   faults: () => call("GET", "/v1/faults").then((d) => d.faults),
+  // The nodes of `serve --nodes N`: who is up, the controller, every partition's leader (nodes.js).
+  cluster: () => call("GET", "/v1/cluster"),
   addFault: (spec) => call("POST", "/v1/faults", spec),
   deleteFault: (rule) => call("DELETE", `/v1/faults/${seg(rule)}`),
 };

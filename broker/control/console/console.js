@@ -4,10 +4,14 @@
 
 import { groupsPage } from "./groups.js";
 import { groupPage } from "./group.js";
+import { nodesStrip, watchCluster } from "./nodes.js";
 
 const main = document.querySelector("[data-testid=main]");
 const status = document.querySelector("[data-testid=status]");
 let stopPage = null;
+// The nodes strip stays across pages (a multi-node broker only): the group page has it mark its coordinator.
+const strip = nodesStrip(document.querySelector("[data-testid=nodes-strip]"));
+watchCluster();
 
 function setStatus(text, level = "muted") {
   status.textContent = text;
@@ -23,9 +27,11 @@ function route() {
   if (encoded !== null) {
     const groupId = decodeURIComponent(encoded);
     document.title = `${groupId} · group-broker console`;
+    strip.focus(groupId);
     stopPage = groupPage(main, groupId, setStatus);
   } else {
     document.title = "group-broker console";
+    strip.focus(null);
     stopPage = groupsPage(main, setStatus);
   }
 }

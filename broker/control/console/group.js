@@ -6,6 +6,7 @@
 import { api, ApiError, el, follow, formatMs } from "./api.js";
 import { fenceInstance, faultPanel, forceRebalance, kickMember } from "./actions.js";
 import { History } from "./history.js";
+import { coordinatorOf, multiNode, subscribeCluster } from "./nodes.js";
 import { shareEventSummary, sharePanel } from "./share.js";
 import { renderTimeline } from "./timeline.js";
 
@@ -102,6 +103,9 @@ export function groupPage(root, groupId, setStatus) {
 
   const title = el("h2", { dataset: { testid: "group-title" } }, groupId);
   const facts = el("div", { class: "facts", dataset: { testid: "group-facts" } });
+  // Who coordinates the group (a multi-node broker): the leader of its __consumer_offsets partition, from the
+  // nodes watcher, so it changes the moment a stop or a move is told in events; the strip marks the same node.
+  const coordinatorLabel = el("span", { class: "coordinator", dataset: { testid: "group-coordinator" }, hidden: true });
   const windowSelect = el("select", { "aria-label": "time window", dataset: { testid: "window" } },
     WINDOWS.map(([label], i) => el("option", { value: String(i) }, label)));
   windowSelect.addEventListener("change", () => {
@@ -151,7 +155,7 @@ export function groupPage(root, groupId, setStatus) {
   root.replaceChildren(
     el("section", { class: "page" },
       el("p", {}, el("a", { href: "#/" }, "← all groups")),
-      el("div", { class: "toolbar" }, title, facts, el("span", { class: "spacer" }),
+      el("div", { class: "toolbar" }, title, facts, coordinatorLabel, el("span", { class: "spacer" }),
         el("label", {}, "Window ", windowSelect), rebalanceButton),
       timelineSection,
       el("h3", {}, "Members"), membersTable,
@@ -343,12 +347,28 @@ export function groupPage(root, groupId, setStatus) {
     });
   }
 
+  function drawCoordinator(cluster) {
+    const found = multiNode(cluster) ? coordinatorOf(cluster, groupId) : null;
+    coordinatorLabel.hidden = found === null;
+    if (found === null) return;
+    coordinatorLabel.className = `coordinator ${found.state}`;
+    coordinatorLabel.dataset.node = String(found.node);
+    coordinatorLabel.dataset.partition = String(found.partition);
+    coordinatorLabel.dataset.state = found.state;
+    coordinatorLabel.title = `the leader of __consumer_offsets partition ${found.partition}, leader epoch ${found.epoch}`;
+    const what = found.node < 0 ? "offline (no replica of its partition runs)"
+      : `node ${found.node}${found.state === "loading" ? " · loading" : ""}`;
+    coordinatorLabel.replaceChildren(el("span", { class: "muted" }, "coordinator "), el("strong", {}, what));
+  }
+
   start();
+  const unsubscribeCluster = subscribeCluster(drawCoordinator);
   const ticker = setInterval(draw, 1000); // the timeline's right edge is now
   const barTicker = setInterval(drawMembers, 250); // session bars move smoothly between two polls
   const poller = setInterval(loadDetail, 1000);
   return () => {
     stream?.stop();
+    unsubscribeCluster();
     faults.stop();
     share.stop();
     clearInterval(ticker);

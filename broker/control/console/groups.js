@@ -1,17 +1,32 @@
 // The groups page: every group with its type, state, generation or epoch, members, rebalances so far and the
-// last rebalance's cause and duration; filtered by state; refreshed when the event stream says a group changed.
+// last rebalance's cause and duration, and on a multi-node broker its coordinator node (nodes.js); filtered by
+// state; refreshed when the event stream says a group changed, redrawn when a coordinator moves.
 
 import { api, el, follow, formatMs } from "./api.js";
 import { causeLabel } from "./history.js";
+import { coordinatorOf, multiNode, subscribeCluster } from "./nodes.js";
 
 const STATES = ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Assigning", "Reconciling"];
 // A share group (KIP-932) has no rebalances: its assignor just reassigns.
 const rebalancesOf = (g) => (g.group_type === "share" ? "–" : g.rebalances ?? "–");
+const HEADS = ["group", "type", "state", "generation / epoch", "members", "rebalances", "last rebalance", "took"];
+
+// The coordinator cell: its node, amber while it loads the group, red when no replica of its partition runs.
+function coordinatorCell(cluster, groupId) {
+  const found = coordinatorOf(cluster, groupId);
+  if (!found) return el("td", {}, "–");
+  const title = `${found.state === "offline" ? "no running replica of" : "the leader of"} __consumer_offsets ` +
+    `partition ${found.partition} (leader epoch ${found.epoch})`;
+  return el("td", { class: `coordinator-cell ${found.state}`, title,
+    dataset: { testid: "group-coordinator-cell", node: found.node, partition: found.partition } },
+  found.node < 0 ? "offline" : `node ${found.node}${found.state === "loading" ? " (loading)" : ""}`);
+}
 
 export function groupsPage(root, setStatus) {
   let filter = "";
   let groups = [];
   let refreshing = null;
+  let cluster = null;
 
   const select = el("select", { dataset: { testid: "state-filter" }, "aria-label": "filter by state" },
     el("option", { value: "" }, "every state"),
@@ -21,11 +36,8 @@ export function groupsPage(root, setStatus) {
     draw();
   });
   const body = el("tbody");
-  const table = el("table", { class: "groups", dataset: { testid: "groups-table" } },
-    el("thead", {}, el("tr", {},
-      ["group", "type", "state", "generation / epoch", "members", "rebalances", "last rebalance", "took"].map((h) =>
-        el("th", {}, h)))),
-    body);
+  const head = el("thead");
+  const table = el("table", { class: "groups", dataset: { testid: "groups-table" } }, head, body);
   const empty = el("p", { class: "muted", dataset: { testid: "no-groups" } }, "No groups yet: start a consumer.");
   root.replaceChildren(
     el("section", { class: "page" },
@@ -35,6 +47,8 @@ export function groupsPage(root, setStatus) {
 
   function draw() {
     const shown = groups.filter((g) => !filter || g.state === filter);
+    const nodes = multiNode(cluster); // one node coordinates everything: no column
+    head.replaceChildren(el("tr", {}, [...HEADS, ...(nodes ? ["coordinator"] : [])].map((h) => el("th", {}, h))));
     body.replaceChildren(
       ...shown.map((g) => {
         const last = g.last_rebalance;
@@ -48,7 +62,8 @@ export function groupsPage(root, setStatus) {
           el("td", { class: "num" }, g.members),
           el("td", { class: "num" }, rebalancesOf(g)),
           el("td", {}, last ? causeLabel(last.cause) : "–"),
-          el("td", { class: "num" }, last ? (last.duration_ms === null ? "in progress" : formatMs(last.duration_ms)) : "–"));
+          el("td", { class: "num" }, last ? (last.duration_ms === null ? "in progress" : formatMs(last.duration_ms)) : "–"),
+          nodes ? coordinatorCell(cluster, g.group_id) : null);
       }),
     );
     empty.hidden = shown.length > 0;
@@ -74,6 +89,10 @@ export function groupsPage(root, setStatus) {
   }
 
   refresh();
+  const unsubscribe = subscribeCluster((read) => {
+    cluster = read;
+    draw();
+  });
   const stream = follow({
     onEvent: (record) => {
       if (record.group_id) soon();
@@ -83,6 +102,7 @@ export function groupsPage(root, setStatus) {
   const timer = setInterval(refresh, 5000); // in-progress durations and anything the stream missed
   return () => {
     stream.stop();
+    unsubscribe();
     clearInterval(timer);
     if (refreshing) clearTimeout(refreshing);
   };
