@@ -16,13 +16,17 @@ coordinator is node 2. The test opens the console and asserts what it shows agai
   ``/start``: node 2 up again, leading nothing, the coordinator where it moved (no preferred election).
 
 A second test: with one node, the strip, the coordinator column and the coordinator label stay hidden.
-Screenshots go to ``$TEST_ARTIFACTS/console`` (else the test's ``tmp_path``): ``nodes-*.png``.
+Screenshots go to ``$TEST_ARTIFACTS/console`` (else the test's ``tmp_path``): ``nodes-*.png``. With
+``CONSOLE_NODES_README_SCREENSHOT=docs/images/console-nodes.png`` the top of the page after the kill (the strip,
+the label) is also written there, for the README.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 import subprocess
 import sys
 import time
@@ -198,6 +202,10 @@ async def nodes_scenario(page: Page, cluster: Cluster, group: str, folder: Path,
         "document.querySelector('[data-testid=group-state]')?.textContent === 'Stable'", 30, "the group Stable again"
     )
     await shoot(page, folder, "nodes-3-stopped.png", shots)
+    if readme := os.environ.get("CONSOLE_NODES_README_SCREENSHOT"):  # the strip and the label
+        clip = {"x": 0, "y": 0, "width": 1280, "height": 210, "scale": 1}
+        shot = await page.send("Page.captureScreenshot", {"format": "png", "clip": clip})
+        Path(readme).write_bytes(base64.b64decode(shot["data"]))
 
     # Start it again: up, leading nothing (no preferred election), the coordinator where it moved.
     await asyncio.to_thread(cluster.start, 2)
