@@ -13,7 +13,8 @@ coordinator is node 2. The test opens the console and asserts what it shows agai
   names at every node, and the strip marking that node;
 - after ``POST /v1/cluster/nodes/2/stop`` (kill): without a reload, node 2 shown stopped and leading nothing, the
   label and the strip's mark on the new coordinator (what FindCoordinator at the two live nodes answers); after
-  ``/start``: node 2 up again, leading nothing, the coordinator where it moved (no preferred election).
+  ``/start``: node 2 up again, leading nothing, the coordinator where it moved (no preferred election); after
+  ``POST /v1/cluster/coordinators`` back to node 2 with a 3 s load delay: node 2 labelled loading, then not.
 
 A second test: with one node, the strip, the coordinator column and the coordinator label stay hidden.
 Screenshots go to ``$TEST_ARTIFACTS/console`` (else the test's ``tmp_path``): ``nodes-*.png``. With
@@ -190,10 +191,11 @@ async def nodes_scenario(page: Page, cluster: Cluster, group: str, folder: Path,
     after = await asyncio.to_thread(cluster.describe)
     expected = expected_chips(after, moved_to)
     assert expected[1]["up"] is False and expected[1]["offsets"] == expected[1]["topics"] == 0, expected
-    chips = await page.wait_until(chips_match(expected), 10, f"the strip showing node 2 stopped: {expected}")
+    # Within 3 s, well inside the watcher's 5 s poll: the node_stopped / leader_moved events bring it.
+    chips = await page.wait_until(chips_match(expected), 3, f"the strip showing node 2 stopped: {expected}")
     assert "stopped" in chips[1]["text"] and "leads" not in chips[1]["text"], chips
     label = await page.wait_until(
-        f"{LABEL}.dataset.node === '{moved_to}' && {LABEL}.textContent", 10, f"the label naming node {moved_to}"
+        f"{LABEL}.dataset.node === '{moved_to}' && {LABEL}.textContent", 3, f"the label naming node {moved_to}"
     )
     assert label == f"coordinator node {moved_to}", label
     assert await page.evaluate("window.notReloaded === true"), "the page reloaded"
@@ -212,10 +214,30 @@ async def nodes_scenario(page: Page, cluster: Cluster, group: str, folder: Path,
     assert await asyncio.to_thread(cluster.coordinator, group) == moved_to
     expected = expected_chips(await asyncio.to_thread(cluster.describe), moved_to)
     assert expected[1]["up"] is True and expected[1]["offsets"] == 0, expected
-    await page.wait_until(chips_match(expected), 10, f"the strip showing node 2 up again: {expected}")
+    await page.wait_until(chips_match(expected), 3, f"the strip showing node 2 up again: {expected}")
     assert await page.evaluate(f"{LABEL}.dataset.node") == str(moved_to)
     assert await find_coordinator_everywhere(cluster, group, [1, 2, 3]) == {moved_to}
     await shoot(page, folder, "nodes-4-restarted.png", shots)
+
+    # Move the coordinator back to node 2 with a 3 s load delay: "loading" from leader_moved until
+    # coordinator_loaded (the broker says it when the delay ends), then node 2 plainly.
+    await asyncio.to_thread(cluster.load_delay, 3000)
+    await asyncio.to_thread(cluster.move, group, 2)
+    label = await page.wait_until(
+        f"{LABEL}.dataset.node === '2' && {LABEL}.dataset.state === 'loading' && {LABEL}.textContent",
+        2.5,
+        "the label naming node 2, loading",
+    )
+    assert label == "coordinator node 2 · loading", label
+    loading = await page.evaluate(f"{CHIPS}[1]")
+    assert loading["coordinator"] and "1 loading" in loading["text"], loading
+    await shoot(page, folder, "nodes-5-loading.png", shots)
+    await page.wait_until(
+        f"{LABEL}.dataset.node === '2' && {LABEL}.dataset.state === 'active'", 6, "node 2 done loading"
+    )
+    assert await page.evaluate(f"{LABEL}.textContent") == "coordinator node 2"
+    await asyncio.to_thread(cluster.load_delay, 0)
+    moved_to = 2
 
     # Back on the groups page (a hash change, no reload): the column names the new coordinator.
     await page.click("a[href='#/']")
