@@ -57,6 +57,12 @@ def test_quick_run_measures_both_systems(tmp_path: Path) -> None:
     assert len(figures) == 4 and all(f["memory"] > 0 and f["durable"] > 0 for f in figures.values()), figures
     assert document["durable"]["recovery"]["load_ms"] > 0 and document["durable"]["recovery"]["bytes"] > 2000 * 100
     assert "--data-dir / memory-only: heartbeats/s" in completed.stdout
+    # Issue 29: ours' graceful stop, coordinator move and load delay have a row; the mock has none of the three, and
+    # its rows say why rather than a figure.
+    for key in ("nodes_graceful_max", "nodes_move_max", "nodes_load_delay_max"):
+        assert results[key]["ours"]["value"] is not None, (key, results[key]["ours"])
+        mock = results[key]["mock"]
+        assert mock["value"] is None and mock["note"].startswith("n/a: "), (key, mock)
 
 
 def _kio_frame(api_key: int, version: int, **values: Any) -> bytes:
