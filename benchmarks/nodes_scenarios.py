@@ -15,7 +15,9 @@
   (``{"mode": "graceful"}``: the leaderships move first, then the connections close), one group's coordinator
   moved to another node (``POST /v1/cluster/coordinators``; every group of its ``__consumer_offsets`` partition moves
   with it), and a kill after ``POST /v1/cluster/coordinators/load-delay`` (the new coordinator answers
-  COORDINATOR_LOAD_IN_PROGRESS for that long). The peers have none of the three (their rows say why).
+  COORDINATOR_LOAD_IN_PROGRESS for that long). The mock moves one group's coordinator too
+  (``rd_kafka_mock_coordinator_set``: on its 3-broker process before its stop, moved back after); the rest the peers
+  do not have (their rows say why).
 """
 
 from __future__ import annotations
@@ -55,7 +57,6 @@ HEARTBEAT_KEY = 12
 # Why the peers have no row for ours' other cases (README "Several nodes").
 PEERS_LACK = {
     ("mock", "graceful"): "n/a: the mock's one stop is rd_kafka_mock_broker_set_down (its connections close at once)",
-    ("mock", "move"): "n/a: not measured (rd_kafka_mock_coordinator_set is a routing change over one shared store)",
     ("mock", "load-delay"): "n/a: the mock has no coordinator load (one group store for every broker)",
     ("kfake", "graceful"): "n/a: kfake's one stop is RemoveNode (and its connections closed by a control function)",
     ("kfake", "move"): "n/a: kfake has no per-key coordinator move (a hash over the brokers)",
@@ -115,6 +116,17 @@ class Cluster:
         if isinstance(system, Kfake):
             return system.command(f"stop {node_id}")
         raise TypeError(system)
+
+    def move(self, group_id: str, node_id: int) -> tuple[str, int | None]:
+        """Move the group's coordinator to the node: the answer, and ours' ``__consumer_offsets`` partition (every
+        group of it moves along; the mock moves the one key)."""
+        system = self.system
+        if isinstance(system, Ours):
+            status, answer = self.post("/v1/cluster/coordinators", {"type": "group", "key": group_id, "node": node_id})
+            return str(status), answer.get("partition")
+        if isinstance(system, Mock):
+            return system.command(f"move {group_id}={node_id}"), None
+        raise TypeError(f"{type(system).__name__} has no per-key coordinator move")
 
 
 def free_ports(count: int) -> int:
@@ -193,10 +205,11 @@ def heartbeats(cluster: Cluster, members: list[RoutedMember], version: int, load
 
 
 def failover(cluster: Cluster, members: list[RoutedMember], version: int, after_s: float, case: str = "kill",
-             load_delay_ms: int = 0) -> list[Measurement]:  # fmt: skip
+             load_delay_ms: int = 0, restore: bool = False) -> list[Measurement]:  # fmt: skip
     """One member of each group heartbeats while the node coordinating the most groups is stopped (``case`` kill
     or graceful; load-delay: a kill after the load delay is set) or while one of its groups' coordinator moves to
-    the next node (move): max and median from the act to each group's first error 0 on its new node."""
+    the next node (move; with ``restore``, moved back afterwards, untimed, so the formation's routes hold again):
+    max and median from the act to each group's first error 0 on its new node."""
     first: dict[str, RoutedMember] = {}
     for routed in members:
         first.setdefault(routed.member.group_id, routed)
@@ -228,6 +241,8 @@ def failover(cluster: Cluster, members: list[RoutedMember], version: int, after_
         process.join(timeout=5)
         if process.is_alive():
             process.kill()
+        if restore and case == "move":
+            cluster.move(what["moved_group"], what["from_node"])
     if error is not None:
         raise JobFailed(f"failover job failed:\n{error}")
     groups: list[dict[str, Any]] = result["groups"]
@@ -305,9 +320,8 @@ def _act(cluster: Cluster, case: str, victim: int, coordinators: dict[str, int],
     what: dict[str, Any] = {"moved_group": group, "from_node": victim, "to_node": target}
 
     def move() -> str:
-        status, answer = cluster.post("/v1/cluster/coordinators", {"type": "group", "key": group, "node": target})
-        what["moved_partition"] = answer.get("partition")
-        return str(status)
+        answer, what["moved_partition"] = cluster.move(group, target)
+        return answer
 
     return move, what
 
@@ -402,29 +416,31 @@ def run(load: NodesLoad, groups: int, per_group: int, given: Versions | None, op
         if name not in load.systems:
             continue
         if name == "kfake" and load.kfake is None:
-            for key in ("nodes_heartbeat", "nodes_failover_max", "nodes_failover_median"):
+            for key in _measured_keys(name, load.cases):
                 record(key, name, Measurement(None, "n/a: no kfake binary given (--kfake PATH or KFAKE)"))
             continue
         try:
             peer = start_peer(name, n, load.kfake)
         except Exception as error:
-            for key in ("nodes_heartbeat", "nodes_failover_max", "nodes_failover_median"):
+            for key in _measured_keys(name, load.cases):
                 record(key, name, error)
             continue
         try:
             got = attempt(partial(form, peer, groups, per_group, options, heartbeat, n, mock_delay_ms))
             if isinstance(got, Exception):
-                for key in ("nodes_heartbeat", "nodes_failover_max", "nodes_failover_median"):
+                for key in _measured_keys(name, load.cases):
                     record(key, name, got)
                 continue
             record("nodes_heartbeat", name, attempt(partial(heartbeats, peer, got[0], v, heartbeat, got[1])))
             spread[name] = got[1]["groups_per_node"]
+            if name == "mock" and "move" in load.cases:  # its one case of ours': before the kill, moved back after
+                _failover(record, name, peer, got[0], v, load.after_s, "move", restore=True)
             _failover(record, name, peer, got[0], v, load.after_s)
         finally:
             peer.system.stop()
     for name in ("mock", "kfake"):
         for case in load.cases if name in load.systems else ():
-            for key in CASES[case]:
+            for key in CASES[case] if (name, case) in PEERS_LACK else ():
                 record(key, name, Measurement(None, PEERS_LACK[(name, case)]))
     return {"versions": versions._asdict(), "notes": notes, "groups_per_node": spread}
 
@@ -433,8 +449,8 @@ Recorder = Callable[[str, str, "Measurement | Exception"], None]
 
 
 def _failover(record: Recorder, name: str, cluster: Cluster, members: list[RoutedMember], version: int,
-              after_s: float, case: str = "kill", load_delay_ms: int = 0) -> None:  # fmt: skip
-    measured = attempt(partial(failover, cluster, members, version, after_s, case, load_delay_ms))
+              after_s: float, case: str = "kill", load_delay_ms: int = 0, restore: bool = False) -> None:  # fmt: skip
+    measured = attempt(partial(failover, cluster, members, version, after_s, case, load_delay_ms, restore))
     keys = CASES[case]
     if isinstance(measured, Exception):
         for key in keys:
@@ -461,6 +477,12 @@ def _fresh_case(record: Recorder, case: str, load: NodesLoad, groups: int, per_g
         _failover(record, "ours", cluster, got[0], version, load.after_s, case, load.load_delay_ms)
     finally:
         cluster.system.stop()
+
+
+def _measured_keys(peer: str, cases: tuple[str, ...]) -> list[str]:
+    """The rows a peer has a figure for: its heartbeats, its kill, and the cases of ours it can do too."""
+    keys = ["nodes_heartbeat", *CASES["kill"]]
+    return keys + [k for case in cases if (peer, case) not in PEERS_LACK for k in CASES[case]]
 
 
 def attempt(work: Callable[[], T]) -> T | Exception:
