@@ -57,6 +57,7 @@ QUICK = {
     "share_mock_round_records": 1000,
     "share_timeout_s": 20.0,
     "nodes_repeats": 1,
+    "nodes_after_s": 1.0,
 }
 
 SCENARIOS = (
@@ -123,6 +124,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--cluster-nodes", type=int, default=3, help="heartbeat-nodes: nodes of each multi-node system")
     add("--nodes-repeats", type=int, default=2, help="heartbeat-nodes: interleaved runs of ours 1 and N (best)")
     add("--nodes-systems", default="ours,mock,kfake", help="heartbeat-nodes: which of ours, mock, kfake to run")
+    add("--nodes-after-s", type=float, default=2.0, help="heartbeat-nodes: seconds each stop case runs after the act")
+    add("--nodes-load-delay-ms", type=int, default=200, help="heartbeat-nodes: the load-delay case's delay")
     args = parser.parse_args(argv)
     unknown = {x.strip() for x in args.only.split(",") if x.strip()} - set(SCENARIOS)
     if unknown:
@@ -388,7 +391,9 @@ def run_nodes(run: Run) -> None:
     """Issue 29's figures (benchmarks/nodes_scenarios.py)."""
     args = run.args
     systems = tuple(x.strip() for x in args.nodes_systems.split(",") if x.strip())
-    load = nodes_scenarios.NodesLoad(args.cluster_nodes, args.nodes_repeats, args.kfake, systems)
+    load = nodes_scenarios.NodesLoad(
+        args.cluster_nodes, args.nodes_repeats, args.kfake, systems, args.nodes_after_s, args.nodes_load_delay_ms
+    )
     options = FormOptions(Versions(0, 0, 0), args.session_timeout_ms, static=args.static_members)
     run.meta["nodes"] = nodes_scenarios.run(
         load, args.groups, args.members_per_group, run.versions, options, run.load, args.mock_form_delay_ms, run.guarded

@@ -13,6 +13,7 @@ librdkafka's own "mock" thread; this process's Python thread only reads commands
     consumer-interval MS   group.consumer.heartbeat.interval.ms (rd_kafka_mock_set_group_consumer_heartbeat_interval_ms)
     stop ID KEY=ID ...     broker ID down (rd_kafka_mock_broker_set_down: its connections close), then each group KEY's
                            coordinator set to broker ID (rd_kafka_mock_coordinator_set: the mock moves none itself)
+    move KEY=ID ...        each group KEY's coordinator set to broker ID (rd_kafka_mock_coordinator_set), no broker down
     share-reset N          where its KIP-932 share-partitions start: 0 latest (its default), 1 earliest
                            (rd_kafka_mock_sharegroup_set_auto_offset_reset: the mock has no group configs)
 
@@ -104,6 +105,13 @@ def command(lib: ctypes.CDLL, cluster: int, words: list[str]) -> str:
                 if not hasattr(lib, name):
                     return f"unsupported {name}"
             lib.rd_kafka_mock_broker_set_down(cluster, int(broker))
+            for move in moves:
+                key, _, target = move.rpartition("=")
+                lib.rd_kafka_mock_coordinator_set(cluster, b"group", key.encode(), int(target))
+            return "ok"
+        case ["move", *moves] if moves:
+            if not hasattr(lib, "rd_kafka_mock_coordinator_set"):
+                return "unsupported rd_kafka_mock_coordinator_set"
             for move in moves:
                 key, _, target = move.rpartition("=")
                 lib.rd_kafka_mock_coordinator_set(cluster, b"group", key.encode(), int(target))

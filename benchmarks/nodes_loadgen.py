@@ -238,6 +238,7 @@ async def failover(
         await released.wait()
         state: dict[str, Any] = {
             "group_id": m.group_id, "old_node": route.node_id, "new_node": route.node_id, "first_error_at": None,
+            "first_error": None,
             "recovered_at": None, "found_at": None, "connected_at": None, "errors": {}, "refinds": 0, "beats": 0,
         }  # fmt: skip
         failing = False
@@ -258,7 +259,9 @@ async def failover(
             state["errors"][key] = state["errors"].get(key, 0) + 1
             if not failing:
                 failing = True
-                state["first_error_at"] = now
+                if state["first_error_at"] is None:
+                    state["first_error_at"] = now
+                    state["first_error"] = key
             if code is None or code in _REFIND:
                 found = await finder.find(m.group_id)
                 state["refinds"] += 1

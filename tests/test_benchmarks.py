@@ -57,6 +57,15 @@ def test_quick_run_measures_both_systems(tmp_path: Path) -> None:
     assert len(figures) == 4 and all(f["memory"] > 0 and f["durable"] > 0 for f in figures.values()), figures
     assert document["durable"]["recovery"]["load_ms"] > 0 and document["durable"]["recovery"]["bytes"] > 2000 * 100
     assert "--data-dir / memory-only: heartbeats/s" in completed.stdout
+    # Issue 29: ours' graceful stop, coordinator move and load delay have a row; the mock moves a coordinator too
+    # (rd_kafka_mock_coordinator_set), and its rows for the other two say why it has no figure.
+    for key in ("nodes_graceful_max", "nodes_move_max", "nodes_load_delay_max"):
+        assert results[key]["ours"]["value"] is not None, (key, results[key]["ours"])
+    assert results["nodes_move_max"]["mock"]["value"] is not None, results["nodes_move_max"]["mock"]
+    assert results["nodes_move_max"]["mock"]["details"]["first_errors"] == {"16": 1}, results["nodes_move_max"]["mock"]
+    for key in ("nodes_graceful_max", "nodes_load_delay_max"):
+        mock = results[key]["mock"]
+        assert mock["value"] is None and mock["note"].startswith("n/a: "), (key, mock)
 
 
 def _kio_frame(api_key: int, version: int, **values: Any) -> bytes:

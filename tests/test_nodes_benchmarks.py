@@ -44,6 +44,35 @@ def test_heartbeat_nodes_runs_against_ours(tmp_path: Path) -> None:
     assert stop["groups_moved"] == 1 and stop["moved_from_other_nodes"] == 0, stop
     assert str(stop["stopped_node"]) not in stop["new_coordinators"], stop
     assert "heartbeats --nodes 3 / --nodes 1, same run" in completed.stdout
+    # Ours' other cases, each on a fresh 3-node process: the graceful stop, one group's coordinator moved, a kill
+    # with a 200 ms load delay. Every group that moved recovered with no rebalance: its Heartbeats carry the member
+    # id and generation it was formed with, so an answer 0 means both were kept (a rebalance answers 27, a new
+    # generation 22, an expired member 25: any of them flags the row, and only these errors are allowed).
+    retryable = {"closed", "14", "15", "16"}
+    cases = {}
+    for key in ("nodes_graceful", "nodes_move", "nodes_load_delay"):
+        for suffix in ("max", "median"):
+            measured = results[f"{key}_{suffix}"]["ours"]
+            assert measured["value"] is not None and measured["value"] > 0, (key, measured)
+            assert not measured["flagged"], (key, measured)
+        details = cases[key] = results[f"{key}_max"]["ours"]["details"]
+        assert details["no_rebalance"] and not details["never_recovered"], details
+        assert set(details["error_codes"]) <= retryable, details
+        assert details["moved_from_other_nodes"] == 0, details
+        assert len(details["recovery_ms"]) == details["groups_moved"] >= 1, details
+    graceful = cases["nodes_graceful"]
+    assert graceful["case"] == "graceful" and graceful["groups_moved"] == 1, graceful
+    assert str(graceful["stopped_node"]) not in graceful["new_coordinators"], graceful
+    # The move: the old coordinator keeps running and answers NOT_COORDINATOR; the group is found on the new one.
+    move = cases["nodes_move"]
+    assert move["first_errors"] == {"16": move["groups_moved"]}, move
+    assert move["new_coordinators"] == {str(move["to_node"]): move["groups_moved"]}, move
+    assert move["from_node"] != move["to_node"], move
+    # The load delay: the new coordinator answered COORDINATOR_LOAD_IN_PROGRESS until its 200 ms load ended.
+    delayed = cases["nodes_load_delay"]
+    assert delayed["load_delay_ms"] == 200 and "14" in delayed["error_codes"], delayed
+    assert results["nodes_load_delay_max"]["ours"]["value"] >= 200, delayed
+    assert "load delay, max minus 200 ms" in completed.stdout
 
 
 def test_find_coordinator_frame_matches_kio() -> None:
