@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.harness import PARTITIONS, TOPIC, Cluster, wait
-from tests.cluster.scenario import Run
+from tests.cluster.scenario import Run, log_count
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -45,13 +45,20 @@ LEADER_LOGS: dict[str, tuple[str, ...]] = {
     "kafka-python": ("--debug-loggers", "kafka.consumer.fetcher,kafka.consumer.subscription_state"),
     "confluent": ("--rdkafka-debug", "fetch,topic"),
 }
+# Their lines about a leader change (and any failure), not the per-fetch ones nor librdkafka's bookkeeping of which
+# broker thread serves a partition.
 LEADER_LINES = re.compile(
-    r"^(?!.*(Fetch topic .* at offset|Adding fetch request|Preparing to read|Enqueue|Fetch backoff for|"
-    r"Sending FetchRequest|Fetch reply|Fetch for [0-9]+/[0-9]+ partitions|Topic .* fetch decide|"
-    r"Fetch [0-9]+/[0-9]+/[0-9]+ toppar))"
-    r".*(NOT_LEADER|NotLeader|FENCED|Fenced|UNKNOWN_LEADER|UnknownLeader|LeaderEpoch|leader epoch|validat|"
-    r"Truncation|diverg|leader change|migrat|delegat|Error fetching|reset|FAIL|Unexpected)",
-    re.IGNORECASE,
+    r"FENCED_LEADER_EPOCH|FencedLeaderEpoch|NOT_LEADER|NotLeader|UNKNOWN_LEADER|UnknownLeader|OffsetForLeaderEpoch|"
+    r"epoch validation|Validating offsets|validation (succeeded|failed)|Truncation|truncation|diverg|leader updated|"
+    r"Error fetching|offset reset|Resetting offset|FAIL|Unexpected",
+)
+# Counted per member after each move: (what the report calls it, the texts that count).
+COUNTED = (
+    ("fenced_leader_epoch", ("FENCED_LEADER_EPOCH", "FencedLeaderEpoch")),
+    ("not_leader", ("NOT_LEADER", "NotLeader")),
+    ("validations", ("offset and epoch validation succeeded", "Sending OffsetForLeaderEpochRequest")),
+    ("truncations", ("runcation",)),
+    ("resets", ("offset reset", "Resetting offset")),
 )
 
 
@@ -81,13 +88,16 @@ def validations(cluster: Cluster) -> int:
 
 
 def next_records(run: Run, since: float) -> dict[str, dict[str, Any]]:
-    """Per member: seconds from ``since`` to the first record it fetched that was produced after ``since``."""
+    """Per member: seconds from ``since`` to the first record it fetched that was produced after ``since``, and how
+    many of its log lines since then tell each of ``COUNTED``."""
     assert run.producer is not None
     fresh = run.producer.since(since)
     found: dict[str, dict[str, Any]] = {}
     for member in run.members:
         times = [e["ts"] for e in member.after(since, "record") if (e["partition"], e["offset"]) in fresh]
-        found[member.name] = {"next_record_s": round(min(times) - since, 3) if times else None}
+        stderr = member.stderr()
+        counts = {name: sum(log_count(stderr, text, since) for text in texts) for name, texts in COUNTED}
+        found[member.name] = {"next_record_s": round(min(times) - since, 3) if times else None, **counts}
     return found
 
 
@@ -131,12 +141,14 @@ def test_three_rounds_of_leader_moves_cost_no_member_its_membership_nor_a_record
         for round_ in range(1, ROUNDS + 1):
             moved = run.snapshot()
             asked = validations(cluster)
+            posting = time.monotonic()
             for partition, (leader, epoch, replicas) in sorted(current.items()):
                 target = replicas[(replicas.index(leader) + 1) % len(replicas)]
                 preferred = round_ == ROUNDS  # the last round: back to the preferred replica, by name
                 assert not preferred or target == replicas[0]
                 answer = cluster.move_leader(partition, None if preferred else target)
                 assert answer == {"leader": target, "epoch": epoch + 1}, (partition, answer)
+            moves_s = time.monotonic() - posting  # the six calls: a member's own partitions move within it
             current = agreed_leaders(cluster)
             for partition, (leader, epoch, replicas) in current.items():
                 assert epoch == start[partition][1] + round_, (partition, current)  # one per move, nothing more
@@ -147,7 +159,7 @@ def test_three_rounds_of_leader_moves_cost_no_member_its_membership_nor_a_record
             run.report(
                 moved, f"leader move, round {round_}", per_member=next_records(run, moved.when),
                 noteworthy=LEADER_LINES, offset_for_leader_epoch=validations(cluster) - asked,
-                epochs=sorted({epoch for _, epoch, _ in current.values()}),
+                epochs=sorted({epoch for _, epoch, _ in current.values()}), moves_s=round(moves_s, 3),
             )  # fmt: skip
         assert {p: leader for p, (leader, _, _) in current.items()} == {p: r[0] for p, (_, _, r) in start.items()}
         run.finish()
