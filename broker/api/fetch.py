@@ -48,7 +48,7 @@ def leader_epoch_error(requested: int) -> ErrorCode | None:
 class _Read:
     """One requested partition: where it is, or why it cannot be read."""
 
-    __slots__ = ("diverging", "error", "leader", "log", "max_bytes", "offset", "partition")
+    __slots__ = ("current", "diverging", "error", "leader", "log", "max_bytes", "offset", "partition")
 
     def __init__(self, partition: int, error: ErrorCode, log: PartitionLog | None, offset: int, max_bytes: int):
         self.partition = partition
@@ -56,6 +56,7 @@ class _Read:
         self.log = log
         self.offset = offset
         self.max_bytes = max_bytes
+        self.current = _NO_EPOCH  # the request's CurrentLeaderEpoch, checked again when a parked fetch completes
         # Several nodes only: (leader id, epoch) for a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer
         # (CurrentLeader), and the (epoch, end offset) a LastFetchedEpoch diverges at (DivergingEpoch).
         self.leader: tuple[int, int] | None = None
@@ -88,7 +89,7 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
             error = missing if topic is None else ErrorCode.unknown_topic_or_partition if log is None else None
             read = _Read(p.partition, ErrorCode.none, log, p.fetch_offset, p.partition_max_bytes)
             if error is None:
-                current = getattr(p, "current_leader_epoch", _NO_EPOCH)
+                current = read.current = getattr(p, "current_leader_epoch", _NO_EPOCH)
                 if route is None:
                     error = leader_epoch_error(current)
                 elif topic is not None and log is not None:
@@ -179,15 +180,15 @@ def _responder(
                     or topic.log(read.partition) is not log
                 ):
                     error = ErrorCode.unknown_topic_or_partition  # deleted while the fetch was parked
-                # The leader moved while the fetch was parked (DelayedFetch.tryComplete: NOT_LEADER_OR_FOLLOWER).
-                if (
-                    error is ErrorCode.none
-                    and route is not None
-                    and topic is not None
-                    and not route.leads(topic.name, read.partition)
-                ):
-                    error = ErrorCode.not_leader_or_follower
-                    read.leader = route.current_leader(topic.name, read.partition)
+                # The leader moved while the fetch was parked: DelayedFetch.tryComplete completes it (cases A and E)
+                # and readFromLocalLog answers with the request's CurrentLeaderEpoch checked first
+                # (Partition.getLocalLog): FENCED_LEADER_EPOCH for an epoch the move made old, even at a node that
+                # leads again; NOT_LEADER_OR_FOLLOWER for an unchecked one (-1) at a node that no longer leads.
+                if error is ErrorCode.none and route is not None and topic is not None:
+                    moved = route.partition_error(topic.name, read.partition, read.current)
+                    if moved is not None:
+                        error = moved
+                        read.leader = route.current_leader(topic.name, read.partition)
                 if error is ErrorCode.none and log is not None and not _in_range(log, read.offset):
                     error = ErrorCode.offset_out_of_range  # retention moved the log start past a parked fetch
                 if error is not ErrorCode.none or log is None:

@@ -39,6 +39,7 @@ from broker.transactions.producer_ids import ProducerIds
 if TYPE_CHECKING:
     import uuid
 
+    from broker.cluster.layout import Moved
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.server.durable import DurableState
     from broker.server.event_tally import EventTally
@@ -236,6 +237,7 @@ class BrokerServer:
         self._schedule_retention()
         if settings.cluster.nodes > 1:  # issue 29: a coordinator move unloads and loads its groups
             self.nodes.on_coordinators_moved = self.nodes.groups_moved_by(self.coordinator)
+            self.nodes.on_leaders_moved = self._leaders_moved
         for listener in self.listeners:  # contexts made while the state was pending
             listener.api.coordinator = self.coordinator
             listener.api.topics = topics
@@ -459,6 +461,16 @@ class BrokerServer:
         self.coordinator.on_topic_deleted(topic.name)
         self.coordinator.share.topic_deleted(topic.topic_id)
         log.info("topic deleted", topic=topic.name, topic_id=str(topic.topic_id))
+
+    def _leaders_moved(self, moves: list[Moved]) -> None:
+        """Each moved partition's parked fetches answer now, at every node, as Kafka completes a partition's
+        delayed fetches when it makes it leader or follower (ReplicaManager.completeDelayedFetchOrProduceRequests):
+        the old leader's with FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER and the new leader."""
+        for moved in moves:
+            topic = self.topics.get(moved.topic)
+            partition_log = topic.log(moved.partition) if topic is not None else None
+            if partition_log is not None:
+                self.fetches.leader_moved(partition_log)
 
     def _schedule_retention(self) -> None:
         self.purgatory.schedule(LOG_RETENTION, self.settings.log_retention_check_interval_ms, self._retention)

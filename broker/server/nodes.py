@@ -131,6 +131,8 @@ class NodeSet:
         self.load_delay_ms = load_delay_ms
         # The group coordinator's hook: internal partitions that moved, (topic, partition) -> new leader.
         self.on_coordinators_moved: Callable[[list[Moved]], None] | None = None
+        # The data plane's hook: data partitions whose leader changed (their parked fetches answer at once).
+        self.on_leaders_moved: Callable[[list[Moved]], None] | None = None
         # Where every leader change is kept with a data directory (checklist 31: the layout survives a restart).
         self.changes: ChangeSink = NULL_CHANGES
         # Times the end of a load delay (``coordinator_loaded`` is said then); None: said at once.
@@ -228,6 +230,9 @@ class NodeSet:
             fields = {"topic": moved.topic, "partition": moved.partition, "epoch": moved.epoch, "cause": cause,
                       "partitions": self._partitions(moved.topic)}  # fmt: skip
             self._events.emit(COORDINATOR_UNLOADED, "", {**fields, "node_id": moved.previous})
+        data = [m for m in moves if m.topic not in INTERNAL_TOPICS]
+        if data and self.on_leaders_moved is not None:
+            self.on_leaders_moved(data)
         started = time.perf_counter()
         if internal and self.on_coordinators_moved is not None:
             self.on_coordinators_moved(internal)

@@ -97,6 +97,13 @@ class DelayedFetches:
         for waiter in list(self._watching.get(id(log), ())):
             self._complete(waiter)
 
+    def leader_moved(self, log: PartitionLog) -> None:
+        """The partition's leader (or its epoch) changed: its fetches answer now, each with the error its node
+        gives (ReplicaManager.makeLeaders/makeFollowers' completeDelayedFetchOrProduceRequests), rather than at
+        their max wait or the next append."""
+        for waiter in list(self._watching.get(id(log), ())):
+            self._complete(waiter)
+
     def _complete(self, waiter: _Waiter[object]) -> None:
         if waiter.pending.done:
             return

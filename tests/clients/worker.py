@@ -308,6 +308,8 @@ def run_confluent(args: argparse.Namespace, stopping: threading.Event) -> None:
     }
     if args.instance_id is not None:
         config["group.instance.id"] = args.instance_id
+    if args.rdkafka_debug:
+        config["debug"] = args.rdkafka_debug  # librdkafka logs these contexts on stderr, with epoch-second stamps
     if args.group_protocol == "consumer":
         # KIP-848: the broker sets the session timeout and heartbeat interval, and librdkafka refuses to create
         # a consumer given either (kip-848-consumer-groups.md section 12.1).
@@ -386,6 +388,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--survive-poll-errors", action="store_true", help="note a poll that raises and poll again (default: exit)"
     )
     parser.add_argument("--log-level", default="WARNING", help="the client library's log level (on stderr)")
+    parser.add_argument(
+        "--debug-loggers", default="", help="comma-separated Python loggers set to DEBUG (kafka.consumer.fetcher, ...)"
+    )
+    parser.add_argument("--rdkafka-debug", default="", help="librdkafka's debug contexts (confluent only: fetch,topic)")
     args = parser.parse_args(argv)
     if args.group_protocol == "consumer" and args.client != "confluent":
         parser.error("only confluent-kafka speaks the consumer protocol (clients.md section 7)")
@@ -398,6 +404,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(asctime)s %(threadName)s %(name)s %(message)s"
     )
+    # A few loggers at DEBUG, not the whole library: what a fetcher says about leaders and epochs without every
+    # connection's chatter (the leader-move tests report those lines).
+    for name in filter(None, args.debug_loggers.split(",")):
+        logging.getLogger(name).setLevel(logging.DEBUG)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     emit("started", pid=os.getpid(), client=args.client, instance_id=args.instance_id)
     if args.client == "aiokafka":

@@ -29,7 +29,7 @@ from broker.control.client import ControlClient
 from protocol.apis import ApiKey
 from tests.clients.processes import WorkerProcess
 from tests.conftest import ROOT, TEST_GROUP_FLAGS, free_port, free_ports
-from tests.wire.client import WireClient, request
+from tests.wire.client import WireClient, part, request
 
 T = TypeVar("T")
 
@@ -114,6 +114,12 @@ class Cluster:
     def move(self, group: str, node_id: int) -> dict[str, Any]:
         return self.ctl._json("POST", "/v1/cluster/coordinators", {"type": "group", "key": group, "node": node_id})
 
+    def move_leader(self, partition: int, node_id: int | None) -> dict[str, Any]:
+        """``POST /v1/cluster/partitions/t/{partition}/leader``: to ``node_id``, or (None) to its preferred replica.
+        The answer: {"leader", "epoch"}."""
+        body: dict[str, Any] = {"preferred": True} if node_id is None else {"node": node_id}
+        return self.ctl._json("POST", f"/v1/cluster/partitions/{TOPIC}/{partition}/leader", body)
+
     def load_delay(self, ms: int) -> None:
         self.ctl._json("POST", "/v1/cluster/coordinators/load-delay", {"ms": ms})
 
@@ -144,6 +150,28 @@ class Cluster:
             finally:
                 client.writer.close()
             return int(answer.error_code), int(answer.node_id)
+
+        return asyncio.run(ask())
+
+    def leaders(self, node_id: int) -> dict[int, tuple[int, int, tuple[int, ...]]]:
+        """What node ``node_id`` answers Metadata v12 for the topic: partition -> (leader, leader epoch, replicas)."""
+
+        async def ask() -> dict[int, tuple[int, int, tuple[int, ...]]]:
+            client = await WireClient.connect(self.port_of(node_id), "probe")
+            try:
+                topic = part(ApiKey.METADATA, 12, "MetadataRequestTopic", topic_id=None, name=TOPIC)
+                answer = await client.call(
+                    request(ApiKey.METADATA, 12, topics=(topic,), allow_auto_topic_creation=False,
+                            include_topic_authorized_operations=False)
+                )  # fmt: skip
+            finally:
+                client.writer.close()
+            (found,) = answer.topics
+            assert int(found.error_code) == 0, found
+            return {
+                int(p.partition_index): (int(p.leader_id), int(p.leader_epoch), tuple(int(n) for n in p.replica_nodes))
+                for p in found.partitions
+            }
 
         return asyncio.run(ask())
 
@@ -258,14 +286,15 @@ class Member:
 
 
 def start_member(
-    cluster: Cluster, tmp_path: Path, group: str, name: str, client: str, protocol: str = "classic"
+    cluster: Cluster, tmp_path: Path, group: str, name: str, client: str, protocol: str = "classic",
+    extra: tuple[str, ...] = (),
 ) -> Member:
     argv = [
         sys.executable, "-m", "tests.clients.worker", "--client", client, "--bootstrap", cluster.bootstrap,
         "--group", group, "--topic", TOPIC, "--client-id", name, "--group-protocol", protocol,
         "--session-timeout-ms", str(SESSION_MS), "--heartbeat-interval-ms", str(HEARTBEAT_MS),
         "--max-poll-records", "50", "--survive-poll-errors",
-        "--log-level", os.environ.get("CLUSTER_WORKER_LOG_LEVEL", "WARNING"),
+        "--log-level", os.environ.get("CLUSTER_WORKER_LOG_LEVEL", "WARNING"), *extra,
     ]  # fmt: skip
     worker = WorkerProcess(name, argv, tmp_path / f"{group}-{name}.stderr")
     return Member(name, group, client, protocol, worker)

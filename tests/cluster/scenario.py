@@ -50,6 +50,9 @@ class Run:
     consumer_group: str = ""
     aiokafka_group: str = ""  # aiokafka in a group of its own (begin(aiokafka_alone=True)), else ""
     coordinator: int = -1
+    # Extra worker flags per client library ("aiokafka", "kafka-python", "confluent"): the leader-move tests turn
+    # on the fetchers' debug lines.
+    worker_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def groups(self) -> list[str]:
@@ -70,9 +73,11 @@ class Run:
         self.producer = Producer(cluster.bootstrap)
         for name in CLASSIC:
             group = self.aiokafka_group if name == "aiokafka" and aiokafka_alone else self.classic_group
-            self.members.append(start_member(cluster, self.tmp_path, group, name, name))
+            flags = self.worker_flags.get(name, ())
+            self.members.append(start_member(cluster, self.tmp_path, group, name, name, extra=flags))
         for name in KIP848:
-            member = start_member(cluster, self.tmp_path, self.consumer_group, name, "confluent", "consumer")
+            flags = self.worker_flags.get("confluent", ())
+            member = start_member(cluster, self.tmp_path, self.consumer_group, name, "confluent", "consumer", flags)
             self.members.append(member)
         self.settle()
 
@@ -207,9 +212,17 @@ class Run:
 
     # -- what each member did --------------------------------------------------------------------------------
 
-    def report(self, snap: Snapshot, fault: str, **extra: Any) -> list[dict[str, Any]]:
+    def report(
+        self,
+        snap: Snapshot,
+        fault: str,
+        per_member: dict[str, dict[str, Any]] | None = None,
+        noteworthy: re.Pattern[str] | None = None,
+        **extra: Any,
+    ) -> list[dict[str, Any]]:
         """Per member: seconds from the fault to its next acknowledged commit, its callbacks, its errors and the
-        client log lines about its coordinator; appended to ``CLUSTER_CLIENTS_REPORT`` when that is set."""
+        client log lines about its coordinator (or those ``noteworthy`` matches), with ``per_member[name]`` and
+        ``extra``; appended to ``CLUSTER_CLIENTS_REPORT`` when that is set."""
         rows = []
         for member in self.members:
             commits = member.after(snap.when, "committed")
@@ -222,7 +235,8 @@ class Run:
                                   for e in member.after(snap.when, "assigned", "revoked", "lost")],
                     "commit_failed": _distinct(e["error"] for e in member.after(snap.when, "commit_failed")),
                     "poll_errors": _distinct(e["error"] for e in member.after(snap.when, "poll_error", "error")),
-                    "log": log_lines(member.stderr(), snap.when),
+                    "log": log_lines(member.stderr(), snap.when, noteworthy=noteworthy),
+                    **(per_member or {}).get(member.name, {}),
                     **extra,
                 }
             )  # fmt: skip
@@ -284,13 +298,17 @@ def log_count(stderr: str, text: str, since: float) -> int:
     return count
 
 
-def log_lines(stderr: str, since: float = 0.0, limit: int = 8) -> list[str]:
-    """The distinct noteworthy lines of a client's log written after ``since`` (numbers folded), with counts."""
+def log_lines(
+    stderr: str, since: float = 0.0, limit: int = 8, noteworthy: re.Pattern[str] | None = None
+) -> list[str]:
+    """The distinct noteworthy lines of a client's log written after ``since`` (numbers folded), with counts;
+    ``noteworthy`` (default: about the coordinator, or an error) says which lines are."""
     kinds: dict[str, tuple[str, int]] = {}
     when = 0.0
+    pattern = _NOTEWORTHY if noteworthy is None else noteworthy
     for line in stderr.splitlines():
         when = _stamp(line) or when  # a line without a stamp (a traceback's) is its first line's
-        if when < since or not _NOTEWORTHY.search(line):
+        if when < since or not pattern.search(line):
             continue
         key = _NUMBERS.sub("N", line.split(" ", 2)[-1] if line[:4].isdigit() else line)
         first, count = kinds.get(key, (line, 0))

@@ -380,6 +380,45 @@ async def test_a_parked_fetch_hears_of_a_leader_move(nodes: Nodes) -> None:
     assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (moved.leader, 1)
 
 
+async def test_a_leader_move_answers_parked_fetches_at_once_with_the_epoch_checked_first(nodes: Nodes) -> None:
+    """ReplicaManager completes a partition's delayed fetches when it makes it follower or leader, and the answer
+    checks the request's CurrentLeaderEpoch before leadership (Partition.getLocalLog): a fetch parked with the
+    epoch the move made old hears FENCED_LEADER_EPOCH, one without an epoch NOT_LEADER_OR_FOLLOWER, both with the
+    new leader and without waiting out their max wait (nothing is appended meanwhile). Before, both waited out
+    their max wait (or the next append) and both heard NOT_LEADER_OR_FOLLOWER."""
+    first, epoch = nodes.leader(0), nodes.epoch(0)
+    other = nodes.follower(0)
+
+    def parked(client: WireClient, current: int, partition: int = 0) -> asyncio.Future[Any]:
+        fetching = fetch_partition(12, partition, 0, leader_epoch=current)
+        return asyncio.ensure_future(client.call(fetch_request(12, [(TOPIC, [fetching])], max_wait_ms=30_000)))
+
+    # Two connections to the leader, so that the two fetches park side by side.
+    with_epoch = parked(await nodes.to(first), epoch)
+    without = await WireClient.connect(nodes.port(first), "unchecked")
+    try:
+        without_epoch = parked(without, -1)
+        await asyncio.sleep(0.05)
+        assert not with_epoch.done() and not without_epoch.done()
+        nodes.server.nodes.move_leader(TOPIC, 0, other)
+        fenced, not_leader = await asyncio.wait_for(asyncio.gather(with_epoch, without_epoch), 5)
+    finally:
+        await without.close()
+    for answer, error in ((fenced, E.fenced_leader_epoch), (not_leader, E.not_leader_or_follower)):
+        (partition,) = answer.responses[0].partitions
+        assert partition.error_code is error
+        assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (other, epoch + 1)
+        assert partition.records in (None, b"")
+
+    # A fetch of a partition whose leader did not move stays parked.
+    unmoved = parked(await nodes.to(nodes.leader(1)), nodes.epoch(1), partition=1)
+    await asyncio.sleep(0.05)
+    nodes.server.nodes.move_leader(TOPIC, 0, first)
+    await asyncio.sleep(0.05)
+    assert not unmoved.done()
+    unmoved.cancel()
+
+
 async def test_one_node_answers_offset_for_leader_epoch_from_epoch_0(server: BrokerServer) -> None:
     """Unlisted on one node, but answered as a one-entry epoch cache would: epoch 0 from offset 0."""
     client = await WireClient.connect(server.port)
