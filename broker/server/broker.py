@@ -406,9 +406,9 @@ class BrokerServer:
     def nodes(self) -> NodeSet:
         """The nodes of this process and the verbs on them (server/nodes.py), with the cluster layout."""
         if self._nodes is None:
-            from broker.server.nodes import LEADERSHIP, make_nodes
+            from broker.server.nodes import LAYOUT, make_nodes
 
-            durable = None if self.durable is None else (self.durable.changes, self.durable.stored(LEADERSHIP))
+            durable = None if self.durable is None else (self.durable.changes, self.durable.stored(LAYOUT))
             self._nodes = make_nodes(
                 self.settings, self.events, lambda: self.connections, self.clock.now_ms, lambda: self.topics,
                 durable, self.purgatory,
