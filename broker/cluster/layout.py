@@ -346,6 +346,15 @@ class ClusterLayout:
             restored += 1
         return restored
 
+    def stamp_restored(self) -> None:
+        """Once the partition logs are loaded: every leadership made so far (the restored ones) told to
+        ``on_elect`` again, so that its leader appends in the epoch it was restored at. A log left alone goes on
+        in the last epoch its batches carry, and an epoch in which nothing was written is in none of them: records
+        written after the restart were stamped with the epoch before it, below the epoch cache's entry for their
+        offsets (Kafka's leader appends in the epoch of its LeaderAndIsr, which the restart keeps)."""
+        for (topic, partition), leadership in self._leaderships.items():
+            self._on_elect(topic, partition, leadership.epoch)
+
     # -- internals -----------------------------------------------------------------------------------------------
 
     def _first_running(self, replicas: tuple[int, ...]) -> int:

@@ -236,6 +236,8 @@ class BrokerServer:
         self._schedule_retention()
         if settings.cluster.nodes > 1:  # issue 29: a coordinator move unloads and loads its groups
             self.nodes.on_coordinators_moved = self.nodes.groups_moved_by(self.coordinator)
+            if durable is not None:  # the logs loaded: each leader appends in the epoch the layout restored
+                self.nodes.layout.stamp_restored()
         for listener in self.listeners:  # contexts made while the state was pending
             listener.api.coordinator = self.coordinator
             listener.api.topics = topics
