@@ -339,9 +339,8 @@ class BrokerServer:
         acceptor = Acceptor(endpoint.name, await bind(endpoint.host, port), self.quotas)
         self._servers.append(acceptor)
         listener.port = acceptor.port
-        advertised_host, advertised_port = self.settings.advertised_for(endpoint, listener.port)
-        if advertised_port != listener.port:  # an advertised port given: node i advertises the one i above it
-            advertised_port += index
+        # Node i's own advertised listener, or the advertised port + i (config/settings.py: node_advertised).
+        advertised_host, advertised_port = self.settings.node_advertised(endpoint, listener.port, index)
         identity = BrokerIdentity(node_id, advertised_host, advertised_port, self.settings.cluster_id)
         endpoints = self.node_endpoints.setdefault(endpoint.name, {})
         endpoints[node_id] = (advertised_host, advertised_port)
