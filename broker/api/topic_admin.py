@@ -46,7 +46,7 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
     config_cls = nested(cls, "CreatableTopicConfigs") if version >= 5 else None
     counts = Counter(t.name for t in body.topics)
     # Everything is checked before anything is created: a refusal of the whole request leaves nothing behind.
-    planned: list[tuple[Any, ErrorCode, str, int, int]] = []
+    planned: list[tuple[Any, ErrorCode, str, int, int, list[tuple[int, ...]]]] = []
     records = 0  # metadata records, as ReplicationControlManager.createTopic adds them
     claimed: dict[str, str] = {}  # the topics planned so far, by their names with '.' made '_'
 
@@ -55,6 +55,7 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
         if counts[name] > 1:
             continue  # ControllerApis answers a duplicated name once, after the rest
         partitions, replication = -1, -1
+        assigned: list[tuple[int, ...]] = []
         try:
             # ReplicationControlManager.createTopics' order: name, existence, configs, then the partitioning.
             problem = topic_name_problem(name)
@@ -80,7 +81,7 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
                 check_configs(configs)
             except InvalidConfig as bad:
                 raise Refused(ErrorCode.invalid_config, str(bad)) from None
-            partitions, replication = _partitioning(ctx, request)
+            partitions, replication, assigned = _partitioning(ctx, request)
             # A TopicRecord, a ConfigRecord per config, a PartitionRecord per partition.
             counted = records + 1 + len(configs) + partitions
             if counted > ctx.topics.max_partitions_per_request:
@@ -93,15 +94,16 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
             error, message = ErrorCode.none, ""
         except Refused as refusal:
             error, message = refusal.error, refusal.message or ""
-            partitions, replication = -1, -1
-        planned.append((request, error, message, partitions, replication))
+            partitions, replication, assigned = -1, -1, []
+        planned.append((request, error, message, partitions, replication, assigned))
     results = []
-    for request, error, message, partitions, replication in planned:
+    for request, error, message, partitions, replication, assigned in planned:
         topic: Topic | None = None
         if error is ErrorCode.none and not body.validate_only:
             topic = ctx.topics.create(request.name, partitions, {c.name: c.value for c in request.configs})
             if ctx.route is not None:
-                ctx.route.layout.add_topic(request.name, replication)  # its partitions get that many replicas
+                # Its partitions get that many replicas, or exactly the ones assigned (the first running leads).
+                ctx.route.layout.add_topic(request.name, replication, assigned)
         # An error result carries Kafka's defaults: no id, -1 counts, an empty config list.
         described: tuple[Any, ...] = ()
         if error is ErrorCode.none and config_cls is not None:
@@ -169,8 +171,9 @@ def _create_result(
     )
 
 
-def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int]:
-    """Partition count and replication factor, checked as ReplicationControlManager.createTopic does."""
+def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int, list[tuple[int, ...]]]:
+    """Partition count, replication factor and the manual assignments by partition (empty: placed round robin),
+    checked as ReplicationControlManager.createTopic does, in its order."""
     if request.assignments:
         if request.replication_factor != -1:
             raise Refused(
@@ -182,20 +185,24 @@ def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int]:
                 ErrorCode.invalid_request,
                 "A manual partition assignment was specified, but numPartitions was not set to -1.",
             )
-        seen: set[int] = set()
+        placed: dict[int, tuple[int, ...]] = {}
+        factor: int | None = None
         for assignment in request.assignments:
-            if assignment.partition_index in seen:
+            if assignment.partition_index in placed:
                 raise Refused(
                     ErrorCode.invalid_replica_assignment,
                     f"Found multiple manual partition assignments for partition {assignment.partition_index}",
                 )
-            seen.add(assignment.partition_index)
-            _check_replicas(ctx, assignment.broker_ids)
-        if seen != set(range(len(seen))):
+            replicas = tuple(int(broker_id) for broker_id in assignment.broker_ids)
+            _check_replicas(ctx, replicas, factor)
+            factor = len(replicas)
+            _check_some_running(ctx, replicas, assignment.partition_index)
+            placed[assignment.partition_index] = replicas
+        if any(partition not in placed for partition in range(len(placed))):
             raise Refused(
                 ErrorCode.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence"
             )
-        return len(seen), len(request.assignments[0].broker_ids)
+        return len(placed), len(placed[0]), [placed[partition] for partition in range(len(placed))]
     if request.replication_factor < -1 or request.replication_factor == 0:
         raise Refused(
             ErrorCode.invalid_replication_factor,
@@ -214,7 +221,7 @@ def _partitioning(ctx: ApiContext, request: Any) -> tuple[int, int]:
             f"Unable to replicate the partition {replication} time(s): The target replication factor of "
             f"{replication} cannot be reached because only {brokers} broker(s) are registered.",
         )
-    return partitions, replication
+    return partitions, replication, []
 
 
 def _check_topic_size(ctx: ApiContext, name: str, partitions: int) -> None:
@@ -233,8 +240,10 @@ def _brokers(ctx: ApiContext) -> tuple[int, ...]:
     return (ctx.identity.node_id,) if ctx.route is None else ctx.route.layout.order
 
 
-def _check_replicas(ctx: ApiContext, broker_ids: Any) -> None:
-    """ReplicationControlManager.validateManualPartitionAssignment against the registered brokers."""
+def _check_replicas(ctx: ApiContext, broker_ids: tuple[int, ...], factor: int | None) -> None:
+    """ReplicationControlManager.validateManualPartitionAssignment against the registered brokers: not empty, every
+    broker registered and named once (checked in id order, as Kafka sorts them), and as many replicas as the
+    partitions before (``factor``; CreatePartitions: the topic's)."""
     if not broker_ids:
         raise Refused(
             ErrorCode.invalid_replica_assignment, "The manual partition assignment includes an empty replica list."
@@ -253,6 +262,22 @@ def _check_replicas(ctx: ApiContext, broker_ids: Any) -> None:
                 f"The manual partition assignment includes the broker {broker_id} more than once.",
             )
         previous = broker_id
+    if factor is not None and len(broker_ids) != factor:
+        raise Refused(
+            ErrorCode.invalid_replica_assignment,
+            f"The manual partition assignment includes a partition with {len(broker_ids)} replica(s), but this is "
+            f"not consistent with previous partitions, which have {factor} replica(s).",
+        )
+
+
+def _check_some_running(ctx: ApiContext, broker_ids: tuple[int, ...], partition: int) -> None:
+    """A partition whose assigned replicas are all stopped would have no ISR (Kafka: fenced or shutting down)."""
+    if ctx.route is not None and not any(ctx.route.layout.up[broker_id] for broker_id in broker_ids):
+        raise Refused(
+            ErrorCode.invalid_replica_assignment,
+            f"All brokers specified in the manual partition assignment for partition {partition} are fenced or in "
+            "controlled shutdown.",
+        )
 
 
 def _describe_configs(ctx: ApiContext, cls: type, overrides: dict[str, Any]) -> tuple[Any, ...]:
@@ -332,7 +357,8 @@ def delete_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
         logs = list(topic.logs)
         ctx.topics.delete(topic)
         if ctx.route is not None:
-            ctx.route.layout.forget_topic(topic.name)  # a topic made again under its name starts at epoch 0
+            # A topic made again under its name starts at epoch 0, after a restart too.
+            ctx.route.layout.forget_topic(topic.name, len(logs))
         for log in logs:
             ctx.fetches.log_removed(log)
         answer(topic.name, topic.topic_id, ErrorCode.none, None)
@@ -355,7 +381,7 @@ def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
         for name, count in counts.items()
         if count > 1
     ]
-    growing: list[tuple[Topic, int]] = []
+    growing: list[tuple[Topic, int, list[tuple[int, ...]]]] = []
     records = 0  # PartitionRecords, as ReplicationControlManager.createPartitions adds them
     overflowed = False
     for request in body.topics:
@@ -380,9 +406,15 @@ def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
                     f"Attempted to add {request.count - topic.partitions} additional partition(s), but only "
                     f"{len(request.assignments)} assignment(s) were specified.",
                 )
+            assigned: list[tuple[int, ...]] = []
             if request.assignments is not None:
-                for assignment in request.assignments:
-                    _check_replicas(ctx, assignment.broker_ids)
+                # As many replicas as the topic's first partition (ReplicationControlManager.createPartitions).
+                factor = 1 if ctx.route is None else len(ctx.route.layout.leadership(request.name, 0).replicas)
+                for index, assignment in enumerate(request.assignments):
+                    replicas = tuple(int(broker_id) for broker_id in assignment.broker_ids)
+                    _check_replicas(ctx, replicas, factor)
+                    _check_some_running(ctx, replicas, topic.partitions + index)
+                    assigned.append(replicas)
             counted = records + request.count - topic.partitions
             if overflowed or counted > limit:
                 # Kafka's BoundedList overflows here, inside createPartitions' per-topic try: its catch-all answers
@@ -396,14 +428,18 @@ def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
                 raise Refused(ErrorCode.policy_violation, _EXCESSIVE_BATCH)
             _check_topic_size(ctx, request.name, request.count)
             records = counted
-            growing.append((topic, request.count))
+            growing.append((topic, request.count, assigned))
             error, message = ErrorCode.none, ""
         except Refused as refusal:
             error, message = refusal.error, refusal.message or ""
         results.append(build(result_cls, name=request.name, error_code=error, error_message=message or None))
     if not body.validate_only:
-        for topic, count in growing:
+        for topic, count, assigned in growing:
+            first = topic.partitions
             ctx.topics.add_partitions(topic, count)
+            if ctx.route is not None and assigned:
+                layout = ctx.route.layout
+                layout.add_topic(topic.name, len(layout.leadership(topic.name, 0).replicas), assigned, first)
     return build(cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
 

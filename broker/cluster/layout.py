@@ -11,16 +11,21 @@ leader of its partition (1.2), so moving a coordinator is moving that leader, wi
 
 Leaderships are made on first use: a topic created while a node is down starts with the first running replica.
 ``stop`` makes every partition first, so that none the node led is missed. A topic CreateTopics made keeps its
-replication factor (``add_topic``) until DeleteTopics forgets it. Each election tells the server the new epoch
-(``on_elect``: the log stamps its batches with it from then on, UnifiedLog.appendAsLeader), and a partition whose
-recovered log already carries epochs starts from them (``log_epochs``: the cache rebuilt from the batches).
+replication factor (``add_topic``) until DeleteTopics forgets it; one made (or grown by CreatePartitions) with
+manual replica assignments keeps exactly those replicas, in the order given, so that its leader is the first listed
+running replica and a failover walks that order (ReplicationControlManager.createTopic's PartitionRegistration,
+whose leader is the first ISR member). What CreateTopics placed is told to ``journal`` (``LayoutJournal``: the data
+directory keeps it, as Kafka's controller keeps its PartitionRecords), and so is a deleted topic's forgetting.
+Each election tells the server the new epoch (``on_elect``: the log stamps its batches with it from then on,
+UnifiedLog.appendAsLeader), and a partition whose recovered log already carries epochs starts from them
+(``log_epochs``: the cache rebuilt from the batches).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from broker.cluster.hashing import OFFSETS_TOPIC, TRANSACTION_TOPIC, partition_for
 
@@ -34,6 +39,24 @@ class LastRunningNode(Exception):
 
 class UnknownNode(Exception):
     pass
+
+
+class LayoutJournal(Protocol):
+    """Where a data directory keeps what the layout decides outside elections (nodes.py writes it to the journal)."""
+
+    def placed(self, topic: str, value: dict[str, Any]) -> None:
+        """A topic's placement (``placement_value``) was made or grown."""
+
+    def forgotten(self, topic: str, partitions: list[int]) -> None:
+        """The topic was deleted: its placement and these partitions' leaderships are gone."""
+
+
+class _NoJournal:
+    def placed(self, topic: str, value: dict[str, Any]) -> None:
+        pass
+
+    def forgotten(self, topic: str, partitions: list[int]) -> None:
+        pass
 
 
 @dataclass
@@ -90,6 +113,10 @@ class ClusterLayout:
         self._leaderships: dict[tuple[str, int], Leadership] = {}
         # Replication factors CreateTopics asked for; any other topic has the default.
         self._factors: dict[str, int] = {}
+        # Manual replica assignments (CreateTopics' and CreatePartitions' Assignments): topic -> partition ->
+        # replicas, in the order given. A partition without one is placed round robin.
+        self._assigned: dict[str, dict[int, tuple[int, ...]]] = {}
+        self.journal: LayoutJournal = _NoJournal()
         # Internal partitions still loading on their new leader, until when (clock ms): see begin_load.
         self.loading: dict[tuple[str, int], float] = {}
         # Who leads each internal partition, by index: read on every coordinator request of a multi-node broker.
@@ -150,7 +177,9 @@ class ClusterLayout:
     def leadership(self, topic: str, partition: int) -> Leadership:
         found = self._leaderships.get((topic, partition))
         if found is None:
-            replicas = self.replicas_for(partition, self._factors.get(topic))
+            replicas = self._assigned.get(topic, {}).get(partition) or self.replicas_for(
+                partition, self._factors.get(topic)
+            )
             found = self._leaderships[(topic, partition)] = Leadership(replicas, self._first_running(replicas))
             recovered = self._log_epochs(topic, partition)
             if recovered and recovered[-1][0] > 0:
@@ -184,14 +213,49 @@ class ClusterLayout:
             leadership.replicas = (target, *leadership.replicas[:-1]) if leadership.replicas else (target,)
         return self._elect(topic, partition, leadership, target)
 
-    def add_topic(self, topic: str, replication_factor: int) -> None:
-        """A topic CreateTopics made with ``replication_factor`` (1..N): its partitions get that many replicas."""
+    def add_topic(
+        self, topic: str, replication_factor: int, assignments: Sequence[Sequence[int]] = (), first: int = 0
+    ) -> None:
+        """A topic CreateTopics made with ``replication_factor`` (1..N): its partitions get that many replicas; with
+        ``assignments`` (checked by the caller: known nodes, none twice, all of one length), partition
+        ``first + i`` gets exactly ``assignments[i]``, its first running node leading. CreatePartitions' manual
+        assignments come here too, ``first`` the topic's old partition count."""
         self._factors[topic] = replication_factor
+        if assignments:
+            placed = self._assigned.setdefault(topic, {})
+            for index, replicas in enumerate(assignments):
+                placed[first + index] = tuple(replicas)
+        self.journal.placed(topic, self.placement_value(topic))
 
-    def forget_topic(self, topic: str) -> None:
+    def forget_topic(self, topic: str, partitions: int = 0) -> None:
+        """DeleteTopics: the topic's placement and leaderships gone (a namesake made later starts at epoch 0), in
+        the data directory too: its ``partitions`` and any other leadership made of it."""
         self._factors.pop(topic, None)
-        for key in [key for key in self._leaderships if key[0] == topic]:
-            del self._leaderships[key]
+        self._assigned.pop(topic, None)
+        made = {partition for name, partition in self._leaderships if name == topic}
+        for partition in made:
+            del self._leaderships[(topic, partition)]
+        self.journal.forgotten(topic, sorted(made | set(range(partitions))))
+
+    def placement_value(self, topic: str) -> dict[str, Any]:
+        """A topic's replication factor and manual assignments as a data directory keeps them
+        (``restore_placements`` reads them back)."""
+        assigned = sorted(self._assigned.get(topic, {}).items())
+        return {
+            "replication_factor": self._factors.get(topic, self.replication_factor),
+            "assigned": [[partition, list(replicas)] for partition, replicas in assigned],
+        }
+
+    def restore_placements(self, stored: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+        """The placements a data directory kept, before the leaderships (a partition never elected since is placed
+        again as CreateTopics placed it). An assignment naming a node this process does not have (another
+        --nodes) is left out: that partition is placed round robin."""
+        for topic, value in stored:
+            self._factors[topic] = min(int(value["replication_factor"]), len(self.order))
+            for partition, replicas in value.get("assigned", []):
+                nodes = tuple(int(node) for node in replicas)
+                if nodes and all(node in self.up for node in nodes):
+                    self._assigned.setdefault(topic, {})[int(partition)] = nodes
 
     def epoch_for_offset(self, topic: str, partition: int, offset: int) -> int:
         """LeaderEpochFileCache.epochForOffset: the epoch of the entry ``offset`` falls in (the epoch its batch was
@@ -290,6 +354,15 @@ class ClusterLayout:
                 self.transaction_coordinators[partition] = leadership.leader
             restored += 1
         return restored
+
+    def stamp_restored(self) -> None:
+        """Once the partition logs are loaded: every leadership made so far (the restored ones) told to
+        ``on_elect`` again, so that its leader appends in the epoch it was restored at. A log left alone goes on
+        in the last epoch its batches carry, and an epoch in which nothing was written is in none of them: records
+        written after the restart were stamped with the epoch before it, below the epoch cache's entry for their
+        offsets (Kafka's leader appends in the epoch of its LeaderAndIsr, which the restart keeps)."""
+        for (topic, partition), leadership in self._leaderships.items():
+            self._on_elect(topic, partition, leadership.epoch)
 
     # -- internals -----------------------------------------------------------------------------------------------
 

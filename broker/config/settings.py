@@ -132,6 +132,19 @@ class Settings:
                 raise ValueError(
                     f"advertised.listeners: {endpoint.name} is not a listener (listeners: {', '.join(sorted(known))})"
                 )
+        node_ids = range(self.node_id, self.node_id + self.cluster.nodes)
+        for node, endpoints in self.cluster.node_advertised_listeners:
+            if node not in node_ids:
+                raise ValueError(
+                    f"`node_advertised_listeners`: there is no node {node} (the nodes are "
+                    f"{', '.join(map(str, node_ids))})"
+                )
+            for endpoint in endpoints:
+                if endpoint.name not in known:
+                    raise ValueError(
+                        f"`node_advertised_listeners`: node {node}'s {endpoint.name} is not a listener (listeners: "
+                        f"{', '.join(sorted(known))})"
+                    )
 
     def _refuse_a_port_clash(self) -> None:
         """The Kafka listener and the control API on one port would fail at the second bind with "Address already
@@ -159,6 +172,19 @@ class Settings:
             if endpoint.name == listener.name:
                 return endpoint.host or self._default_host(listener), endpoint.port or bound_port
         return self.advertised_host or self._default_host(listener), self.advertised_port or bound_port
+
+    def node_advertised(self, listener: Endpoint, bound_port: int, index: int) -> tuple[str, int]:
+        """What node ``index`` (0-based, bound to ``bound_port``) advertises on ``listener``: its own entry of
+        ``node_advertised_listeners`` (Kafka's per-broker advertised.listeners), else ``advertised_for`` with an
+        advertised port moved up by ``index`` as the node's listening port is, else the port the node bound."""
+        node = self.node_id + index
+        for node_id, endpoints in self.cluster.node_advertised_listeners:
+            if node_id == node:
+                for endpoint in endpoints:
+                    if endpoint.name == listener.name:
+                        return endpoint.host or self._default_host(listener), endpoint.port or bound_port
+        host, port = self.advertised_for(listener, 0)
+        return host, bound_port if port == 0 else port + index
 
     def admin_port_movable(self) -> bool:
         """Whether a taken admin port may give way to a free one (issue 18): only the default port, and only when

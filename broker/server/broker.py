@@ -238,6 +238,8 @@ class BrokerServer:
         if settings.cluster.nodes > 1:  # issue 29: a coordinator move unloads and loads its groups
             self.nodes.on_coordinators_moved = self.nodes.groups_moved_by(self.coordinator)
             self.nodes.on_leaders_moved = self._leaders_moved
+            if durable is not None:  # the logs loaded: each leader appends in the epoch the layout restored
+                self.nodes.layout.stamp_restored()
         for listener in self.listeners:  # contexts made while the state was pending
             listener.api.coordinator = self.coordinator
             listener.api.topics = topics
@@ -339,9 +341,8 @@ class BrokerServer:
         acceptor = Acceptor(endpoint.name, await bind(endpoint.host, port), self.quotas)
         self._servers.append(acceptor)
         listener.port = acceptor.port
-        advertised_host, advertised_port = self.settings.advertised_for(endpoint, listener.port)
-        if advertised_port != listener.port:  # an advertised port given: node i advertises the one i above it
-            advertised_port += index
+        # Node i's own advertised listener, or the advertised port + i (config/settings.py: node_advertised).
+        advertised_host, advertised_port = self.settings.node_advertised(endpoint, listener.port, index)
         identity = BrokerIdentity(node_id, advertised_host, advertised_port, self.settings.cluster_id)
         endpoints = self.node_endpoints.setdefault(endpoint.name, {})
         endpoints[node_id] = (advertised_host, advertised_port)
@@ -408,9 +409,9 @@ class BrokerServer:
     def nodes(self) -> NodeSet:
         """The nodes of this process and the verbs on them (server/nodes.py), with the cluster layout."""
         if self._nodes is None:
-            from broker.server.nodes import LEADERSHIP, make_nodes
+            from broker.server.nodes import LAYOUT, make_nodes
 
-            durable = None if self.durable is None else (self.durable.changes, self.durable.stored(LEADERSHIP))
+            durable = None if self.durable is None else (self.durable.changes, self.durable.stored(LAYOUT))
             self._nodes = make_nodes(
                 self.settings, self.events, lambda: self.connections, self.clock.now_ms, lambda: self.topics,
                 durable, self.purgatory,

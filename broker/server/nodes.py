@@ -33,11 +33,33 @@ if TYPE_CHECKING:
     from broker.storage.topics import TopicRegistry
     from broker.timing.purgatory import Purgatory
 
-__all__ = ["LastRunningNode", "NodeSet", "UnknownNode"]
+__all__ = ["LAYOUT", "LastRunningNode", "NodeSet", "UnknownNode"]
 
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+# The prefix of every change the layout keeps in a data directory.
+LAYOUT = "cluster."
 # A partition's leadership in a data directory (checklist 31), key (topic, partition): ClusterLayout.stored_value.
 LEADERSHIP = "cluster.leadership"
+# A topic's replication factor and manual replica assignments, key (topic,): ClusterLayout.placement_value (what
+# Kafka's controller keeps in its PartitionRecords' replica lists).
+PLACEMENT = "cluster.placement"
+
+
+class JournalledPlacements:
+    """The layout's ``LayoutJournal`` with a data directory: placements put, a deleted topic's rows deleted (one
+    journal entry, as DeleteTopics' records are one batch)."""
+
+    def __init__(self, changes: ChangeSink) -> None:
+        self._changes = changes
+
+    def placed(self, topic: str, value: dict[str, Any]) -> None:
+        self._changes.put(PLACEMENT, (topic,), value)
+
+    def forgotten(self, topic: str, partitions: list[int]) -> None:
+        with self._changes.atomic():
+            self._changes.delete(PLACEMENT, (topic,))
+            for partition in partitions:
+                self._changes.delete(LEADERSHIP, (topic, partition))
 
 
 class PartitionLogs:
@@ -86,8 +108,8 @@ def make_nodes(
 ) -> NodeSet:
     """The nodes ``settings`` ask for, node i with node id ``node_id + i``, and their layout over the topics
     ``topics()`` holds (asked at each use: the registry may still be loading when the nodes are made). With a data
-    directory (its sink and what it kept of the layout), the leaderships as they were before the restart, and every
-    later change kept."""
+    directory (its sink and what it kept of the layout: every ``cluster.`` change), the placements and leaderships as
+    they were before the restart, and every later change kept."""
     cluster = settings.cluster
     logs = PartitionLogs(topics)
     layout = ClusterLayout(
@@ -104,6 +126,12 @@ def make_nodes(
     nodes.purgatory = purgatory
     if durable is not None:
         nodes.changes, stored = durable
+        layout.journal = JournalledPlacements(nodes.changes)
+        layout.restore_placements(
+            (str(change.key[0]), change.value)
+            for change in stored
+            if change.kind == PLACEMENT and change.value is not None
+        )
         layout.restore(
             (str(change.key[0]), int(change.key[1]), change.value)
             for change in stored

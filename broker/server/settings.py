@@ -111,6 +111,33 @@ def _endpoints_from_toml(value: Any) -> str | None:
     return ",".join(str(item) for item in value) if isinstance(value, list) else None
 
 
+def parse_node_endpoints(text: str) -> tuple[tuple[int, tuple[Endpoint, ...]], ...]:
+    """Each node's own ``advertised.listeners`` (Kafka sets them per broker): ``ID=NAME://HOST:PORT,...`` entries
+    separated by ``;``, e.g. ``1=EXTERNAL://localhost:29092;2=EXTERNAL://localhost:39092``."""
+    nodes: dict[int, tuple[Endpoint, ...]] = {}
+    for item in (part.strip() for part in text.split(";")):
+        if not item:
+            continue
+        node, equals, listeners = item.partition("=")
+        if not equals or not node.strip().lstrip("-").isdigit():
+            raise ValueError(f"{item!r} is not NODE_ID=NAME://HOST:PORT,...")
+        node_id = int(node)
+        if node_id in nodes:
+            raise ValueError(f"node {node_id} appears twice")
+        nodes[node_id] = parse_endpoints(listeners)
+    return tuple(nodes.items())
+
+
+def _node_endpoints_from_toml(value: Any) -> str | None:
+    """A TOML table ``{"1" = ["EXTERNAL://localhost:29092"], ...}`` (or one string per node), as the flag."""
+    if not isinstance(value, dict):
+        return None
+    return ";".join(
+        f"{node}={','.join(map(str, listeners)) if isinstance(listeners, list) else listeners}"
+        for node, listeners in value.items()
+    )
+
+
 def parse_host_counts(text: str) -> tuple[tuple[str, int], ...]:
     """Kafka's ``max.connections.per.ip.overrides``: comma-separated ``host:count`` (the last colon splits, so an
     IPv6 address needs no brackets)."""
@@ -233,6 +260,12 @@ class ClusterConfig:
         "default_replication_factor", 0, int,
         "replicas of each partition, placed round robin over the nodes; 0 is min(3, --nodes)",
         kafka="default.replication.factor", kafka_default="1", shown_default="min(3, nodes)", bounds=(0, 64),
+    ).field()
+    node_advertised_listeners: tuple[tuple[int, tuple[Endpoint, ...]], ...] = Setting(
+        "node_advertised_listeners", (), parse_node_endpoints,
+        "ID=NAME://HOST:PORT,...;ID=...: a node's own advertised listeners, for nodes a port mapping does not reach "
+        "on port + i (a listener a node leaves out advertises the advertised listener's port + i)",
+        shown_default="none", from_toml_shape=_node_endpoints_from_toml,
     ).field()
     coordinator_load_delay_ms: int = Setting(
         "coordinator_load_delay_ms", 0, int,

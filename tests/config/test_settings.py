@@ -21,7 +21,7 @@ from broker.config import settings
 from broker.config.settings import Endpoint, Settings, SettingsError, parse_endpoints
 from broker.coordinator.config import GroupConfig
 from broker.server.broker import BrokerServer
-from broker.server.settings import ClusterConfig
+from broker.server.settings import ClusterConfig, parse_node_endpoints
 from broker.storage.topics import LogDefaults
 from broker.transactions.config import TxnConfig
 from protocol.apis import ApiKey
@@ -265,6 +265,78 @@ async def test_each_listener_advertises_its_own_address() -> None:
         assert await metadata_and_coordinator(internal) == ([("broker.internal", 9092)], ("broker.internal", 9092))
         # No advertised entry: the listener's own address and the port it bound.
         assert await metadata_and_coordinator(external) == ([("127.0.0.1", external)], ("127.0.0.1", external))
+    finally:
+        await server.stop()
+
+
+def test_node_advertised_listeners_from_flag_environment_and_toml(tmp_path: Path) -> None:
+    listeners = ["--nodes", "3", "--listeners", "INTERNAL://:9092,EXTERNAL://:29092"]
+    per_node = "2=EXTERNAL://h2:4000;3=EXTERNAL://h3:5000,INTERNAL://i3:1"
+    flag = settings.parse([*listeners, "--node-advertised-listeners", per_node], environ={})
+    environment = settings.parse(listeners, environ={"GROUP_BROKER_NODE_ADVERTISED_LISTENERS": per_node})
+    toml = tmp_path / "broker.toml"
+    toml.write_text(
+        'node_advertised_listeners = { 2 = "EXTERNAL://h2:4000", 3 = ["EXTERNAL://h3:5000", "INTERNAL://i3:1"] }\n'
+    )
+    from_file = settings.parse([*listeners, "--config", str(toml)], environ={})
+    expected = (
+        (2, (Endpoint("EXTERNAL", "h2", 4000),)),
+        (3, (Endpoint("EXTERNAL", "h3", 5000), Endpoint("INTERNAL", "i3", 1))),
+    )
+    assert flag.cluster.node_advertised_listeners == environment.cluster.node_advertised_listeners == expected
+    assert from_file.cluster.node_advertised_listeners == expected
+    internal, external = flag.listeners
+    # Node 1 (index 0) has no entry: its own address; node 2's EXTERNAL its entry, its INTERNAL the port it bound.
+    assert [flag.node_advertised(external, 29092 + i, i) for i in range(3)] == [
+        ("localhost", 29092), ("h2", 4000), ("h3", 5000),
+    ]  # fmt: skip
+    assert [flag.node_advertised(internal, 9092 + i, i) for i in range(3)] == [
+        ("localhost", 9092), ("localhost", 9093), ("i3", 1),
+    ]  # fmt: skip
+    for argv, message in [
+        (["--node-advertised-listeners", "4=EXTERNAL://h:1"], "there is no node 4 (the nodes are 1, 2, 3)"),
+        (["--node-advertised-listeners", "2=OUTSIDE://h:1"], "node 2's OUTSIDE is not a listener"),
+        (["--node-advertised-listeners", "2=EXTERNAL://h:1;2=EXTERNAL://h:2"], "node 2 appears twice"),
+        (["--node-advertised-listeners", "EXTERNAL://h:1"], "is not NODE_ID=NAME://HOST:PORT"),
+    ]:
+        with pytest.raises((SettingsError, SystemExit)) as refused:
+            settings.parse([*listeners, *argv], environ={})
+        if isinstance(refused.value, SettingsError):
+            assert message in str(refused.value)
+
+
+def test_an_advertised_port_moves_up_with_each_node_even_where_it_meets_a_bound_one() -> None:
+    """Node i advertises the advertised port + i; it used to keep the advertised port when that was the one node i
+    bound (advertised 9093 over listeners on 9092: node 2 bound 9093 and advertised 9093, like node 1)."""
+    config = settings.parse(
+        ["--nodes", "3", "--listeners", "PLAINTEXT://:9092", "--advertised-listeners", "PLAINTEXT://h:9093"], environ={}
+    )
+    (listener,) = config.listeners
+    assert [config.node_advertised(listener, 9092 + i, i) for i in range(3)] == [("h", 9093), ("h", 9094), ("h", 9095)]
+
+
+async def test_each_node_advertises_its_own_address() -> None:
+    """``serve --nodes 3`` with per-node advertised listeners: every node's Metadata names each node as the
+    settings say, on the listener the client came in by."""
+    server = BrokerServer(
+        broker_settings(
+            listeners=parse_endpoints("INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0"),
+            advertised_listeners=parse_endpoints("EXTERNAL://far.invalid:29092"),
+            cluster=ClusterConfig(
+                nodes=3, node_advertised_listeners=parse_node_endpoints("2=EXTERNAL://h2.invalid:4000")
+            ),
+        )
+    )
+    await server.start()
+    try:
+        ports = {(listener.name, listener.api.identity.node_id): listener.port for listener in server.listeners}
+        expected_external = [("far.invalid", 29092), ("h2.invalid", 4000), ("far.invalid", 29094)]
+        expected_internal = [("127.0.0.1", ports[("INTERNAL", node)]) for node in (1, 2, 3)]
+        for node in (1, 2, 3):
+            brokers, _coordinator = await metadata_and_coordinator(ports[("EXTERNAL", node)])
+            assert brokers == expected_external
+            brokers, _coordinator = await metadata_and_coordinator(ports[("INTERNAL", node)])
+            assert brokers == expected_internal
     finally:
         await server.stop()
 
