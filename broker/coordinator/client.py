@@ -16,6 +16,9 @@ class Client:
     # The connection it came on, numbered by the server: a share session ends with the connection that opened it
     # (KIP-932, docs/spec/share-groups.md section 7). 0 for a request made without one.
     connection: int = 0
+    # Who the connection authenticated as (issue 30: Kafka's KafkaPrincipal, "User:name"), set by the TLS
+    # handshake's certificate or a SASL login; ACLs are decided on it. ANONYMOUS on a PLAINTEXT listener.
+    principal: str = "User:ANONYMOUS"
 
 
 #: The client of a request built without one (tests, the control API's verbs).

@@ -152,7 +152,7 @@ class RequestPipeline:
         ``write`` sends answers to it, in order (the transport's own: one call, not two, per pass)."""
         self.peer = peer
         self._write = write
-        self._client = Client(self._client_id, f"/{host}", self.connection_id)
+        self._client = Client(self._client_id, f"/{host}", self.connection_id, self._client.principal)
 
     # -- input -----------------------------------------------------------------------------------------------
 
@@ -454,7 +454,15 @@ class RequestPipeline:
     def _set_client_id(self, client_id: str) -> None:
         if client_id != self._client_id:
             self._client_id = client_id
-            self._client = Client(client_id, self._client.host, self.connection_id)
+            self._client = Client(client_id, self._client.host, self.connection_id, self._client.principal)
+
+    def set_principal(self, principal: str) -> None:
+        """Who the connection is from now on (issue 30: a TLS client certificate or a SASL login)."""
+        self._client = Client(self._client_id, self._client.host, self.connection_id, principal)
+
+    @property
+    def principal(self) -> str:
+        return self._client.principal
 
     def _note_client_id(self, frame: bytes) -> None:
         """Best effort, for the log line of a request that did not decode."""
