@@ -1,6 +1,6 @@
 """FindCoordinator (10): one node coordinates every group and every transactional id; with ``--nodes N`` (issue
 29) the coordinator is the leader of the key's ``__consumer_offsets`` / ``__transaction_state`` partition, the same
-answer from every node (docs/spec/cluster.md 1.2), COORDINATOR_NOT_AVAILABLE when that partition has no leader.
+answer from every node (cluster-and-durability.md 1.2), COORDINATOR_NOT_AVAILABLE when that partition has no leader.
 
 Transaction keys (type 1) name this broker when it runs a transaction coordinator (transactions spec 2.2), else
 COORDINATOR_NOT_AVAILABLE. Share keys (v6) are answered COORDINATOR_NOT_AVAILABLE: the broker offers no such

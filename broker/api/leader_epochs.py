@@ -2,7 +2,7 @@
 
 Consumers send it after a leader change (KIP-320) with the epoch of the last record they fetched, to learn
 whether their position is still in the log; an UNDEFINED answer reads as "truncated, divergence unknown" and
-kafka-python then resets the position by auto.offset.reset (docs/spec/cluster.md 4.4). So on several nodes the
+kafka-python then resets the position by auto.offset.reset (cluster-and-durability.md 4.4). So on several nodes the
 answer comes from the layout's epoch cache, whose entry for a new epoch is recorded at election, before any
 record (Partition.makeLeader), and is never UNDEFINED for an epoch the partition had. One node has one epoch, 0,
 from offset 0: the same cache with a single entry.

@@ -1,6 +1,6 @@
 """Metadata (3): one node is the whole cluster, leader and only replica of every partition; with ``--nodes N``
 (issue 29) the running nodes are the brokers, each partition has the leader, epoch, replicas and ISR the cluster
-layout gives it (docs/spec/cluster.md 4.1), LEADER_NOT_AVAILABLE when no replica runs, and the controller is the
+layout gives it (cluster-and-durability.md 4.1), LEADER_NOT_AVAILABLE when no replica runs, and the controller is the
 lowest running node."""
 
 from __future__ import annotations

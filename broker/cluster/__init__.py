@@ -1,4 +1,4 @@
-"""Several nodes in one process (issue 29; docs/spec/cluster.md): which node leads which partition, which node
+"""Several nodes in one process (issue 29; cluster-and-durability.md): which node leads which partition, which node
 coordinates which group and transactional id, and what moves when a node stops.
 
 ``hashing`` is Kafka's ``partitionFor``; ``layout`` the pure state of the nodes, the leaders and their epochs

@@ -3,7 +3,7 @@ partition (GroupCoordinatorService.partitionFor, TransactionStateManager.partiti
 
 ``Utils.abs(key.hashCode()) % partitions`` with Java's ``String.hashCode`` over UTF-16 code units (a character
 outside the BMP counts as its two surrogates) in wrapping 32-bit arithmetic, and ``Utils.abs``, which maps
-``Integer.MIN_VALUE`` to 0 where ``Math.abs`` would leave it negative (docs/spec/cluster.md 1.1).
+``Integer.MIN_VALUE`` to 0 where ``Math.abs`` would leave it negative (cluster-and-durability.md 1.1).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The nodes of a multi-node broker and who leads what: a pure state machine (no I/O; time from the caller).
 
-Placement follows docs/spec/cluster.md 4.5, as a one-process cluster does it: every node shares one store per
+Placement follows cluster-and-durability.md 4.5, as a one-process cluster does it: every node shares one store per
 partition, so replicas are bookkeeping. Partition p of a topic with replication factor RF has the replicas
 ``nodes[(p + k) % N]`` for k < RF, the first one preferred; the leader is the first running replica, -1 when none
 runs. Every change of leader raises the partition's leader epoch and records, at election time and before any new
@@ -300,7 +300,7 @@ class ClusterLayout:
 
     def begin_load(self, topic: str, partition: int, now_ms: float, delay_ms: int) -> None:
         """The new leader of an internal partition loads it: COORDINATOR_LOAD_IN_PROGRESS until ``now + delay``
-        (docs/spec/cluster.md 2.6: the broker shares one state, so a load takes no time unless a delay is set)."""
+        (cluster-and-durability.md 2.6: the broker shares one state, so a load takes no time unless a delay is set)."""
         if delay_ms > 0:
             self.loading[(topic, partition)] = now_ms + delay_ms
         else:

@@ -1,11 +1,11 @@
-"""What one node of a multi-node broker answers a request for a key it may not own (docs/spec/cluster.md 1.2, 2.1).
+"""What one node of a multi-node broker answers a request for a key it may not own (cluster-and-durability.md 1.2, 2.1).
 
 Requests that need the group coordinator, sent to a node that does not lead the group's ``__consumer_offsets``
 partition, answer NOT_COORDINATOR (CoordinatorRuntime.contextOrThrow); while the node still loads that partition,
 COORDINATOR_LOAD_IN_PROGRESS. Transactional ids likewise over ``__transaction_state``
 (TransactionStateManager.getAndMaybeAddTransactionState). The data plane likewise: a partition this node does not
 lead answers NOT_LEADER_OR_FOLLOWER, a stale or future leader epoch FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
-(docs/spec/cluster.md 4.3; ``partition_error``). A single-node broker has no route at all (``ApiContext.route`` is
+(cluster-and-durability.md 4.3; ``partition_error``). A single-node broker has no route at all (``ApiContext.route`` is
 None), so none of this costs it anything.
 """
 
@@ -135,7 +135,7 @@ class NodeRoute:
     def leads(self, topic: str, partition: int) -> bool:
         return self.layout.leadership(topic, partition).leader == self.node_id
 
-    # -- the data plane (docs/spec/cluster.md 4.3) -----------------------------------------------------------------
+    # -- the data plane (cluster-and-durability.md 4.3) ----------------------------------------------------------------
 
     def partition_error(self, topic: str, partition: int, current_leader_epoch: int = -1) -> ErrorCode | None:
         """None when this node leads the partition and ``current_leader_epoch`` (-1: unchecked) is its epoch; else

@@ -1,5 +1,5 @@
-"""The nodes of the broker in the control API (issue 29; docs/spec/cluster.md 8.2): read the cluster, stop and start
-nodes, move coordinators and partition leaders, and set the coordinator load delay.
+"""The nodes of the broker in the control API (issue 29; cluster-and-durability.md 8.2): read the cluster, stop and
+start nodes, move coordinators and partition leaders, and set the coordinator load delay.
 
 ``GET /v1/cluster`` works on a one-node broker too (one node; stopping it is 409, as stopping the last running
 node of several is). Every verb says what it did in events (server/nodes.py).

@@ -1,11 +1,11 @@
-"""The nodes of ``serve --nodes N`` (issue 29; docs/spec/cluster.md 4, 8): their listeners, and what stopping,
+"""The nodes of ``serve --nodes N`` (issue 29; cluster-and-durability.md 4, 8): their listeners, and what stopping,
 starting and moving does to the broker.
 
 Node i (0-based) has node id ``--node-id + i`` and listens on each listener's port + i (an ephemeral port when the
 listener's is 0), advertising its own address; every node shares the broker's state. ``broker/cluster/layout.py``
 decides who leads what; this module applies it: it closes a stopped node's sockets and connections, tells the
 group coordinator which of its partitions moved (parked JoinGroup/SyncGroup answered NOT_COORDINATOR, session timers
-restarted, as Kafka's unload and load do: docs/spec/cluster.md 2.3-2.6), starts the new leader's load delay, and
+restarted, as Kafka's unload and load do: cluster-and-durability.md 2.3-2.6), starts the new leader's load delay, and
 says all of it in events.
 """
 

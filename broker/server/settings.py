@@ -232,7 +232,7 @@ ADMIN_PORT = Setting(  # its default, when taken and not asked for, gives way to
 )
 
 
-# -- the nodes of this process (issue 29; docs/spec/cluster.md 8.1) ---------------------------------------------
+# -- the nodes of this process (issue 29; cluster-and-durability.md 8.1) ---------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

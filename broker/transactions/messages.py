@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-# Kafka's partitionFor, one implementation for groups and transactional ids (docs/spec/cluster.md 1.1, 1.3).
+# Kafka's partitionFor, one implementation for groups and transactional ids (cluster-and-durability.md 1.1, 1.3).
 from broker.cluster.hashing import java_string_hash as java_string_hash
 from broker.cluster.hashing import partition_for as partition_for
 

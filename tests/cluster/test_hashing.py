@@ -1,4 +1,4 @@
-"""Kafka's partitionFor against the worked values of docs/spec/cluster.md 1.1 (checked there on a JVM)."""
+"""Kafka's partitionFor against the worked values of cluster-and-durability.md 1.1 (checked there on a JVM)."""
 
 from __future__ import annotations
 

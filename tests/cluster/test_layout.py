@@ -1,4 +1,4 @@
-"""The cluster layout on its own: placement, leader moves, epochs and the epoch cache (docs/spec/cluster.md 4)."""
+"""The cluster layout on its own: placement, leader moves, epochs and the epoch cache (cluster-and-durability.md 4)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``/v1/cluster`` over real HTTP against a real ``--nodes 3`` broker, every answer checked against
 ``docs/control-api.yaml`` (the validating client of ``test_control_api.py``); Metadata read over the wire from the
 nodes themselves, and a confluent-kafka consumer group that keeps consuming through a kill of its coordinator's node
-and a coordinator move (docs/spec/cluster.md 8.2, checklist 18-29).
+and a coordinator move (cluster-and-durability.md 8.2, checklist 18-29).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The data plane of a three-node broker over TCP (issue 29; docs/spec/cluster.md 4.3-4.5, checklist items 18, 20,
+"""The data plane of a three-node broker over TCP (issue 29; cluster-and-durability.md 4.3-4.5, checklist items 18, 20,
 26, 27): only a partition's leader serves it, every other node answers NOT_LEADER_OR_FOLLOWER with the leader it
 knows (KIP-951); leader epochs are checked as Partition.checkCurrentLeaderEpoch does; batches carry the epoch they
 were appended in; OffsetForLeaderEpoch answers from the epoch cache recorded at election, never UNDEFINED for an
