@@ -239,7 +239,7 @@ class ShareFetcher:
             anything = True
             budget -= sum(last - first + 1 for first, last, _ in ranges)
             entry = shown.setdefault(key, FetchedPartition(*key))
-            entry.records = b"".join(batch.data for batch in batches)
+            entry.records = batches[0].data if len(batches) == 1 else b"".join([batch.data for batch in batches])
             entry.acquired = ranges
         return anything
 
