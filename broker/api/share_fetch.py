@@ -59,7 +59,7 @@ def _partitions(topics: Any) -> tuple[PartitionAcks, ...]:
         for p in topic.partitions:
             batches, acknowledged = merged.setdefault((topic_id, p.partition_index), ([], False))
             entries = [
-                AckBatch(b.first_offset, b.last_offset, tuple(int(t) for t in b.acknowledge_types))
+                AckBatch(b.first_offset, b.last_offset, tuple(map(int, b.acknowledge_types)))
                 for b in p.acknowledgement_batches
             ]
             batches.extend(entries)

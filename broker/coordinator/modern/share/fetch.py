@@ -176,7 +176,7 @@ class ShareFetcher:
         for acks in partitions:
             if not acks.acknowledged:
                 continue
-            entry = shown.setdefault((acks.topic_id, acks.partition), FetchedPartition(acks.topic_id, acks.partition))
+            entry = _entry(shown, (acks.topic_id, acks.partition))
             error, message = self.acknowledge_partition(group_id, member_id, acks, renew)
             entry.acknowledge_error, entry.acknowledge_error_message = error, message
             failed = failed or error is not E.none
@@ -238,7 +238,7 @@ class ShareFetcher:
                 continue
             anything = True
             budget -= sum(last - first + 1 for first, last, _ in ranges)
-            entry = shown.setdefault(key, FetchedPartition(*key))
+            entry = _entry(shown, key)
             entry.records = batches[0].data if len(batches) == 1 else b"".join([batch.data for batch in batches])
             entry.acquired = ranges
         return anything
@@ -343,6 +343,14 @@ class ShareFetcher:
             parked.cancel()
         for session in self.sessions.of_connection(connection):
             self.close(session, "its connection closed")
+
+
+def _entry(shown: dict[tuple[TopicId, int], FetchedPartition], key: tuple[TopicId, int]) -> FetchedPartition:
+    """The answer's entry for ``key``, made when it has none (``setdefault`` would build one every time)."""
+    entry = shown.get(key)
+    if entry is None:
+        entry = shown[key] = FetchedPartition(*key)
+    return entry
 
 
 class _ParkedFetch:
