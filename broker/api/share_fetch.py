@@ -40,7 +40,7 @@ from broker.coordinator.modern.share.partition import AckBatch
 from broker.timing.deferred import Deferred
 from protocol.apis import ApiKey
 from protocol.codec import HandEncoded, build, nested, response_schema
-from protocol.share_fetch_answers import PartitionAnswer, share_fetch_body
+from protocol.share_fetch_answers import PartitionAnswer, share_fetch_parts
 
 if TYPE_CHECKING:
     from broker.cluster.routing import NodeRoute
@@ -174,8 +174,8 @@ def fetch_answer(
     return HandEncoded(partial(_fetch_body, answer, leaders, route))
 
 
-def _fetch_body(answer: ShareAnswer, leaders: _Leaders | None, route: NodeRoute | None) -> bytes:
-    """``fetch_response``'s fields as ``share_fetch_body`` takes them: partitions grouped by topic in first-seen
+def _fetch_body(answer: ShareAnswer, leaders: _Leaders | None, route: NodeRoute | None) -> list[bytes]:
+    """``fetch_response``'s fields as ``share_fetch_parts`` takes them: partitions grouped by topic in first-seen
     order, CurrentLeader -1/-1 unless the partition is led elsewhere, the endpoints of the leaders named."""
     seen: set[int] = set()
     by_topic: dict[uuid.UUID, list[PartitionAnswer]] = {}
@@ -189,7 +189,7 @@ def _fetch_body(answer: ShareAnswer, leaders: _Leaders | None, route: NodeRoute 
                 seen.add(leader_id)
         row = (
             p.partition, p.error, p.error_message, p.acknowledge_error, p.acknowledge_error_message, leader_id,
-            leader_epoch, p.records if p.records is not None else b"", p.acquired,
+            leader_epoch, p.records, p.acquired,
         )  # fmt: skip
         rows = by_topic.get(p.topic_id)
         if rows is None:
@@ -201,7 +201,7 @@ def _fetch_body(answer: ShareAnswer, leaders: _Leaders | None, route: NodeRoute 
         if route is not None and seen
         else []
     )
-    return share_fetch_body(
+    return share_fetch_parts(
         answer.error, answer.error_message, answer.lock_duration_ms, list(by_topic.items()), endpoints
     )
 
@@ -250,7 +250,7 @@ def fetch_response(
                 acknowledge_error_code=i16(p.acknowledge_error.value),
                 acknowledge_error_message=p.acknowledge_error_message,
                 current_leader=_leader_of(leader_cls, known, p.topic_id, p.partition, no_leader, seen),
-                records=p.records if p.records is not None else b"",  # kio writes no null Records
+                records=b"".join(p.records),  # kio writes no null Records
                 acquired_records=tuple(
                     build(acquired_cls, first_offset=i64(first), last_offset=i64(last), delivery_count=i16(count))
                     for first, last, count in p.acquired

@@ -17,7 +17,7 @@ from kio.static.primitive import i16, i32, i64
 
 from protocol.apis import ApiKey
 from protocol.codec import HandEncoded, build, encode_response, nested, response_schema
-from protocol.share_fetch_answers import Endpoint, PartitionAnswer, share_fetch_body
+from protocol.share_fetch_answers import Endpoint, PartitionAnswer, share_fetch_body, share_fetch_parts
 
 ERRORS = [int(e.value) for e in (ErrorCode.none, ErrorCode.invalid_request, ErrorCode.not_leader_or_follower,
                                  ErrorCode.unknown_topic_id, ErrorCode.invalid_record_state,
@@ -27,7 +27,7 @@ int16s = st.sampled_from(ERRORS)
 int32s = st.integers(-(2**31), 2**31 - 1)
 ranges = st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1), st.integers(-(2**15), 2**15 - 1))
 partitions = st.tuples(
-    int32s, int16s, messages, int16s, messages, int32s, int32s, st.binary(max_size=300),
+    int32s, int16s, messages, int16s, messages, int32s, int32s, st.lists(st.binary(max_size=300), max_size=3),
     st.lists(ranges, max_size=5),
 )  # fmt: skip
 topics = st.lists(st.tuples(st.uuids(), st.lists(partitions, max_size=4)), max_size=3)
@@ -65,7 +65,7 @@ def kio_answer(
                         acknowledge_error_code=i16(ack_error),
                         acknowledge_error_message=ack_message,
                         current_leader=build(leader_cls, leader_id=i32(leader_id), leader_epoch=i32(leader_epoch)),
-                        records=records,
+                        records=b"".join(records),
                         acquired_records=tuple(
                             build(acquired_cls, first_offset=i64(a), last_offset=i64(b), delivery_count=i16(c))
                             for a, b, c in acquired
@@ -97,6 +97,8 @@ def assert_same(
     )
     fast = HandEncoded(lambda: share_fetch_body(error, message, lock_ms, answer_topics, answer_endpoints))
     assert encode_response(ApiKey.SHARE_FETCH, version, 7, fast) == expected
+    pieces = HandEncoded(lambda: share_fetch_parts(error, message, lock_ms, answer_topics, answer_endpoints))
+    assert encode_response(ApiKey.SHARE_FETCH, version, 7, pieces) == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -124,14 +126,14 @@ BATCH = bytes(range(256)) * 30  # a record batch's bytes, long enough for a thre
         (0, None, [], []),  # an empty answer
         (int(ErrorCode.share_session_not_found.value), "Share session not found for member m.", [], []),
         # the benchmark's steady answer: one partition, acknowledgements accepted, records and their ranges
-        (0, None, [(TOPIC, [(0, 0, None, 0, None, -1, -1, BATCH, [(1000, 1499, 1)])])], []),
+        (0, None, [(TOPIC, [(0, 0, None, 0, None, -1, -1, [BATCH, BATCH[:100]], [(1000, 1499, 1)])])], []),
         # a failed acknowledgement beside records redelivered
         (0, None, [(TOPIC, [(3, 0, None, int(ErrorCode.invalid_record_state.value),
-                             "The offset cannot be acknowledged. The offset is not acquired.", -1, -1, BATCH,
+                             "The offset cannot be acknowledged. The offset is not acquired.", -1, -1, [BATCH],
                              [(0, 9, 2), (10, 99, 1)])])], []),
         # a partition led elsewhere: NOT_LEADER_OR_FOLLOWER with its leader and the leader's endpoint
         (0, None, [(TOPIC, [(1, int(ErrorCode.not_leader_or_follower.value), None,
-                             int(ErrorCode.not_leader_or_follower.value), None, 2, 5, b"", [])])],
+                             int(ErrorCode.not_leader_or_follower.value), None, 2, 5, [], [])])],
          [(2, "127.0.0.1", 9094, None)]),
     ],
 )
@@ -156,7 +158,7 @@ def test_the_handlers_answers_are_fetch_responses_bytes() -> None:
         ShareAnswer(ErrorCode.none, None, 30_000, []),
         ShareAnswer(ErrorCode.invalid_share_session_epoch, "The share session epoch 3 does not match the expected 4."),
         ShareAnswer(ErrorCode.none, None, 30_000, [
-            FetchedPartition(TOPIC, 0, records=BATCH, acquired=[(0, 499, 1), (500, 999, 2)]),
+            FetchedPartition(TOPIC, 0, records=[BATCH, BATCH], acquired=[(0, 499, 1), (500, 999, 2)]),
             FetchedPartition(other, 2, ErrorCode.unknown_topic_id),
             FetchedPartition(TOPIC, 1, acknowledge_error=ErrorCode.invalid_record_state,
                              acknowledge_error_message="Member is not the owner of offset"),

@@ -239,7 +239,7 @@ class ShareFetcher:
             anything = True
             budget -= sum(last - first + 1 for first, last, _ in ranges)
             entry = _entry(shown, key)
-            entry.records = batches[0].data if len(batches) == 1 else b"".join([batch.data for batch in batches])
+            entry.records = [batch.data for batch in batches]  # never joined: the answer's encoder writes each
             entry.acquired = ranges
         return anything
 
