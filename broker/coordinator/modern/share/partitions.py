@@ -252,8 +252,10 @@ class SharePartitions:
                         del self.waiting_logs[log_id]  # type: ignore[arg-type]
 
     def wake(self, key: PartitionKey) -> None:
-        for waiter in list(self.waiting.get(key, ())):
-            waiter.wake()
+        waiters = self.waiting.get(key)
+        if waiters:  # usually none: every acknowledgement reports, and a busy partition has nobody parked
+            for waiter in list(waiters):
+                waiter.wake()
 
     def wake_log(self, log: object) -> None:
         """New data (or a moved LSO) in a partition's log: every group's parked fetches on it look again."""
