@@ -20,6 +20,30 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _pending: list[Callable[[], None]] = []
+# Bumped by every configuration of the broker's logging (broker/config/logs.py): what a caller remembered of a
+# logger's levels (``level_enabled``) holds until it moves.
+_generation = 0
+
+
+def configured() -> None:
+    """The broker's logging was (re)configured: remembered levels are stale."""
+    global _generation
+    _generation += 1
+
+
+def generation() -> int:
+    return _generation
+
+
+def level_enabled(logger: Any, level: int) -> bool:
+    """Whether ``logger`` writes lines of ``level`` (a ``logging`` level): structlog's filtering loggers say so (at
+    ``--log-level warning`` their ``info`` does nothing, but a call still binds its keywords); any other logger is
+    taken to write everything."""
+    try:
+        check = logger.is_enabled_for
+    except AttributeError:
+        return True
+    return bool(check(level))
 
 
 def set_up_with(step: Callable[[], None]) -> None:

@@ -42,7 +42,7 @@ class HandEncoded:
     the way kio's ``OutOfBoundValue`` does, and never raises inside the coordinator.
     """
 
-    encode: Callable[[], bytes]
+    encode: Callable[[], bytes | list[bytes]]  # a list: the body's pieces, joined once with the header
 
 
 # kio's schema index and its readers and writers are imported by the first request that needs them, each of the
@@ -119,6 +119,12 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     writer, flexible_header = _response_writer(api_key, api_version)
     if type(body) is HandEncoded:
         raw = body.encode()
+        if type(raw) is list:  # large answers (ShareFetch's records): one copy of the pieces, header included
+            size = sum(map(len, raw))
+            if flexible_header:
+                return b"".join([_SIZE_CORRELATION.pack(5 + size, correlation_id), b"\x00", *raw])
+            return b"".join([_SIZE_CORRELATION.pack(4 + size, correlation_id), *raw])
+        assert isinstance(raw, bytes)
         if flexible_header:  # response header v1: the correlation id, then no tagged fields
             return _SIZE_CORRELATION.pack(5 + len(raw), correlation_id) + b"\x00" + raw
         return _SIZE_CORRELATION.pack(4 + len(raw), correlation_id) + raw

@@ -21,6 +21,7 @@ import dataclasses
 import datetime
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -38,13 +39,15 @@ from broker.coordinator.modern.share.messages import (
 from broker.coordinator.modern.share.partition import AckBatch
 from broker.timing.deferred import Deferred
 from protocol.apis import ApiKey
-from protocol.codec import build, nested, response_schema
+from protocol.codec import HandEncoded, build, nested, response_schema
+from protocol.share_fetch_answers import PartitionAnswer, share_fetch_parts
 
 if TYPE_CHECKING:
     from broker.cluster.routing import NodeRoute
 
 _ZERO_UUID = uuid.UUID(int=0)
 _RECORD_LIMIT = 1
+_HAND_ENCODED_VERSIONS = (1, 2)  # ShareFetchResponse v1 and v2: the same body (protocol/share_fetch_answers.py)
 
 
 def _partitions(topics: Any) -> tuple[PartitionAcks, ...]:
@@ -56,7 +59,7 @@ def _partitions(topics: Any) -> tuple[PartitionAcks, ...]:
         for p in topic.partitions:
             batches, acknowledged = merged.setdefault((topic_id, p.partition_index), ([], False))
             entries = [
-                AckBatch(b.first_offset, b.last_offset, tuple(int(t) for t in b.acknowledge_types))
+                AckBatch(b.first_offset, b.last_offset, tuple(map(int, b.acknowledge_types)))
                 for b in p.acknowledgement_batches
             ]
             batches.extend(entries)
@@ -158,7 +161,49 @@ def _fetch_answer(
                 topic = ctx.topics.by_id(p.topic_id)
                 if topic is not None:
                     leaders[key] = route.current_leader(topic.name, p.partition)
-    return fetch_response(version, answer, leaders, route)
+    return fetch_answer(version, answer, leaders, route)
+
+
+def fetch_answer(
+    version: int, answer: ShareAnswer, leaders: _Leaders | None = None, route: NodeRoute | None = None
+) -> Any:
+    """The handler's answer: v1-2 encoded by hand when it is sent (every share consumer's poll is a ShareFetch), the
+    same bytes as ``fetch_response`` through kio (tests/protocol/test_share_fetch_answers.py, tests/api)."""
+    if version not in _HAND_ENCODED_VERSIONS:
+        return fetch_response(version, answer, leaders, route)
+    return HandEncoded(partial(_fetch_body, answer, leaders, route))
+
+
+def _fetch_body(answer: ShareAnswer, leaders: _Leaders | None, route: NodeRoute | None) -> list[bytes]:
+    """``fetch_response``'s fields as ``share_fetch_parts`` takes them: partitions grouped by topic in first-seen
+    order, CurrentLeader -1/-1 unless the partition is led elsewhere, the endpoints of the leaders named."""
+    seen: set[int] = set()
+    by_topic: dict[uuid.UUID, list[PartitionAnswer]] = {}
+    for p in answer.partitions:
+        found = leaders.get((p.topic_id, p.partition)) if leaders else None
+        if found is None:
+            leader_id, leader_epoch = -1, -1
+        else:
+            leader_id, leader_epoch = found
+            if leader_id >= 0:
+                seen.add(leader_id)
+        row = (
+            p.partition, p.error, p.error_message, p.acknowledge_error, p.acknowledge_error_message, leader_id,
+            leader_epoch, p.records, p.acquired,
+        )  # fmt: skip
+        rows = by_topic.get(p.topic_id)
+        if rows is None:
+            by_topic[p.topic_id] = [row]
+        else:
+            rows.append(row)
+    endpoints = (
+        [(node, host, port, None) for node, host, port in route.leader_endpoints(seen)]
+        if route is not None and seen
+        else []
+    )
+    return share_fetch_parts(
+        answer.error, answer.error_message, answer.lock_duration_ms, list(by_topic.items()), endpoints
+    )
 
 
 def _leader_of(
@@ -205,7 +250,7 @@ def fetch_response(
                 acknowledge_error_code=i16(p.acknowledge_error.value),
                 acknowledge_error_message=p.acknowledge_error_message,
                 current_leader=_leader_of(leader_cls, known, p.topic_id, p.partition, no_leader, seen),
-                records=p.records if p.records is not None else b"",  # kio writes no null Records
+                records=b"".join(p.records),  # kio writes no null Records
                 acquired_records=tuple(
                     build(acquired_cls, first_offset=i64(first), last_offset=i64(last), delivery_count=i16(count))
                     for first, last, count in p.acquired

@@ -14,6 +14,8 @@ from typing import TextIO
 import structlog
 from structlog.typing import ExcInfo
 
+from broker import log
+
 
 def configure(level: str = "info", fmt: str = "auto") -> None:
     """Route structlog to stderr at ``level`` (``--log-level``) in ``fmt`` (``--log-format``: console, json, auto)."""
@@ -40,6 +42,7 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+    log.configured()
 
 
 class RichTraceback:

@@ -53,6 +53,8 @@ _INT_SETTINGS = {
     LOCK_DURATION: "share_record_lock_duration_ms",
     SESSION_TIMEOUT: "share_session_timeout_ms",
 }
+# The string configs' defaults, which no broker setting moves (``defaults`` lists them too).
+_FIXED_DEFAULTS = {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_uncommitted"}
 
 
 class InvalidGroupConfig(ValueError):
@@ -79,9 +81,9 @@ class GroupConfigs:
     def defaults(self) -> dict[str, str]:
         config = self.config
         return {
-            AUTO_OFFSET_RESET: "latest",
+            AUTO_OFFSET_RESET: _FIXED_DEFAULTS[AUTO_OFFSET_RESET],
             HEARTBEAT_INTERVAL: str(config.share_heartbeat_interval_ms),
-            ISOLATION_LEVEL: "read_uncommitted",
+            ISOLATION_LEVEL: _FIXED_DEFAULTS[ISOLATION_LEVEL],
             LOCK_DURATION: str(config.share_record_lock_duration_ms),
             SESSION_TIMEOUT: str(config.share_session_timeout_ms),
         }
@@ -90,7 +92,8 @@ class GroupConfigs:
         own = self.overrides.get(group_id)
         if own is not None and name in own:
             return own[name]
-        return self.defaults()[name]
+        fixed = _FIXED_DEFAULTS.get(name)  # every ShareFetch reads the isolation level: no ``defaults`` built
+        return fixed if fixed is not None else self.defaults()[name]
 
     def int_value(self, group_id: str, name: str) -> int:
         """An int config; an unset one read from the broker's setting without building ``defaults`` (every share

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.events.names import FORMAT_VERSION
-from broker.log import get_logger
+from broker.log import generation, get_logger, level_enabled
 from broker.setting import Setting
 from broker.timing.clock import Clock
 
@@ -105,6 +105,16 @@ class EventHub:
         # many groups and members there are (a 100,000-member broker would otherwise hold 100,000 joins).
         self._buffered: collections.deque[tuple[int, str]] = collections.deque()
         self._subscribers: list[Subscriber] = []
+        # Whether self.log writes info lines, as of the logging configuration's generation (broker/log.py): at
+        # --log-level warning the structlog call alone was half of an event's cost (two per ShareFetch).
+        self._info_generation = -1
+        self._info_enabled = True
+
+    def _logs_info(self) -> bool:
+        if self._info_generation != generation():
+            self._info_enabled = level_enabled(self.log, logging.INFO)
+            self._info_generation = generation()  # read after: the check may run the set-up (broker/log.py)
+        return self._info_enabled
 
     def emit(self, event: str, group_id: str, fields: dict[str, Any], *, debug: bool = False) -> None:
         if debug and not self.wants_debug:
@@ -122,7 +132,10 @@ class EventHub:
         self._buffer(group_id, record)
         if self.file is not None:
             self.file.write(json.dumps(record, separators=(",", ":"), default=str))
-        (self.log.debug if debug else self.log.info)(event, group_id=group_id, seq=self.seq, **fields)
+        if debug:
+            self.log.debug(event, group_id=group_id, seq=self.seq, **fields)
+        elif self._logs_info():
+            self.log.info(event, group_id=group_id, seq=self.seq, **fields)
         for subscriber in list(self._subscribers):
             try:
                 subscriber(record)

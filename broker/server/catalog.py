@@ -15,10 +15,16 @@ from broker.storage.topics import Topic, TopicRegistry
 
 
 class RegistryCatalog:
-    __slots__ = ("_registry",)
+    """``by_id`` keeps the ``TopicInfo`` it made while the registry's ``version`` stays the same (a share consumer's
+    every ShareFetch looks its topic up several times): a create, delete or growth empties it. Only topics found are
+    kept, so ids a client makes up cost nothing to remember."""
+
+    __slots__ = ("_infos", "_infos_version", "_registry")
 
     def __init__(self, registry: TopicRegistry) -> None:
         self._registry = registry
+        self._infos: dict[TopicId, TopicInfo] = {}
+        self._infos_version = registry.version
 
     @property
     def version(self) -> int:
@@ -28,7 +34,17 @@ class RegistryCatalog:
         return _info(self._registry.get(name))
 
     def by_id(self, topic_id: TopicId) -> TopicInfo | None:
-        return _info(self._registry.by_id(topic_id))
+        infos = self._infos
+        version = self._registry.version
+        if version != self._infos_version:
+            infos.clear()
+            self._infos_version = version
+        info = infos.get(topic_id)
+        if info is None:
+            info = _info(self._registry.by_id(topic_id))
+            if info is not None:
+                infos[topic_id] = info
+        return info
 
     def names(self) -> Iterable[str]:
         return [topic.name for topic in self._registry.all()]

@@ -209,6 +209,32 @@ def test_hub_logs_each_record_with_its_sequence() -> None:
     assert logs[0]["cause"] == "leave_group"
 
 
+def test_hub_calls_no_logger_at_warning_and_still_records(capsys: pytest.CaptureFixture[str]) -> None:
+    """At --log-level warning (broker/config/logs.py) an info event is recorded, buffered and handed to subscribers,
+    and the structlog call is skipped (the filtering logger would drop it anyway: half of an event's cost); a new
+    configuration is seen at the next event."""
+    from broker.config import logs
+
+    try:
+        logs.configure("warning", "json")
+        events = hub()
+        seen: list[Record] = []
+        events.subscribe(seen.append)
+        events.emit("member_left", "g", {"member_id": "m"})
+        assert events._logs_info() is False
+        assert [r["event"] for r in events.history("g") or ()] == ["member_left"] == [r["event"] for r in seen]
+        assert capsys.readouterr().err == ""
+        logs.configure("info", "json")
+        # A logger bound before the change keeps its level (cache_logger_on_first_use): it still writes nothing.
+        assert events._logs_info() is False
+        fresh = hub()
+        fresh.emit("member_left", "g", {"member_id": "m"})
+        assert fresh._logs_info() is True
+        assert '"event": "member_left"' in capsys.readouterr().err
+    finally:
+        structlog.reset_defaults()
+
+
 # -- JSON ----------------------------------------------------------------------------------------------------------
 
 

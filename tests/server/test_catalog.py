@@ -67,3 +67,21 @@ async def test_the_server_hands_the_coordinator_its_registry(server: BrokerServe
     server.topics.create("created-later", 2)
     assert catalog.version == before + 1
     assert catalog.by_name("created-later") is not None
+
+
+def test_by_id_answers_from_its_cache_until_the_registry_changes() -> None:
+    """The cache behind ``by_id`` (a ShareFetch looks its topic up several times): the same TopicInfo while nothing
+    changed, the new partition count after a growth, None after a delete, and unknown ids are not remembered."""
+    topics = registry()
+    catalog = RegistryCatalog(topics)
+    orders = topics.create("orders", 3)
+    first = catalog.by_id(orders.topic_id)
+    assert first == TopicInfo("orders", orders.topic_id, 3)
+    assert catalog.by_id(orders.topic_id) is first
+    for _ in range(3):
+        assert catalog.by_id(uuid.uuid4()) is None
+    assert len(catalog._infos) == 1
+    topics.add_partitions(orders, 5)
+    assert catalog.by_id(orders.topic_id) == TopicInfo("orders", orders.topic_id, 5)
+    topics.delete(orders)
+    assert catalog.by_id(orders.topic_id) is None

@@ -118,6 +118,27 @@ def test_a_lock_of_acknowledged_records_is_dropped() -> None:
     assert h.spart().start_offset == 2 and h.spart().records == {}
 
 
+def test_an_acknowledgement_drops_only_its_own_partitions_finished_locks() -> None:
+    """The locks are kept by share-partition too (``SharePartitions._locks_of``): acknowledging one partition's
+    records drops that partition's lock and leaves the other partition's, which still expires on time."""
+    h = ShareHarness(topics={"t": 2})
+    h.produce(2, partition=0)
+    h.produce(2, partition=1)
+    h.fetch("a", [("t", 0), ("t", 1)])
+    assert len(h.share.partitions.locks) == 2  # one acquisition a partition
+    h.acknowledge("a", {("t", 0): [(0, 1, (ACCEPT,))]})
+    (left,) = h.share.partitions.locks.values()
+    assert left[0][2] == 1
+    h.advance(LOCK_MS)
+    assert h.share.partitions.locks == {} and h.share.partitions._locks_of == {}
+    assert state_of(h, 1, 0) == (RecordState.AVAILABLE, 1, None)
+
+
+def state_of(h: ShareHarness, partition: int, offset: int) -> tuple[RecordState, int, str | None]:
+    record = h.spart("t", partition).records[offset]
+    return record.state, record.delivery_count, record.member_id
+
+
 # -- items 36 and 37: the delivery limit -------------------------------------------------------------------------
 
 

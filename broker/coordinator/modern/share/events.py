@@ -20,6 +20,8 @@ from broker.events.hub import GroupEvents
 
 __all__ = ["ShareEventLog", "offset_ranges"]
 
+_SHARE = GroupType.SHARE.value  # read once: an Enum member's value is a Python-level lookup, twice a ShareFetch
+
 
 def offset_ranges(offsets: Iterable[int]) -> list[list[int]]:
     """Sorted offsets as ``[first, last]`` runs."""
@@ -44,7 +46,7 @@ class ShareEventLog:
         return self._hub.wants_debug
 
     def _emit(self, event: str, group_id: str, fields: dict[str, Any], *, debug: bool = False) -> None:
-        fields["group_type"] = GroupType.SHARE.value
+        fields["group_type"] = _SHARE
         self._hub.emit(event, group_id, fields, debug=debug)
 
     def topic_name(self, topic_id: TopicId) -> str:
@@ -121,13 +123,20 @@ class ShareEventLog:
         self, group_id: str, topic_id: TopicId, partition: int, member_id: str, ranges: list[tuple[int, int, int]],
         lock_ms: int,
     ) -> None:  # fmt: skip
+        records = redelivered = 0
+        listed = []
+        for first, last, count in ranges:  # one pass: every ShareFetch that acquires emits this
+            listed.append([first, last, count])
+            records += last - first + 1
+            if count > 1:
+                redelivered += last - first + 1
         fields = {
             "member_id": member_id,
             "topic": self.topic_name(topic_id),
             "partition": partition,
-            "ranges": [list(r) for r in ranges],
-            "records": sum(last - first + 1 for first, last, _ in ranges),
-            "redelivered": sum(last - first + 1 for first, last, count in ranges if count > 1),
+            "ranges": listed,
+            "records": records,
+            "redelivered": redelivered,
             "lock_duration_ms": lock_ms,
         }
         self._emit(names.RECORDS_ACQUIRED, group_id, fields)

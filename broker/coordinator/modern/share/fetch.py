@@ -41,7 +41,7 @@ E = ErrorCode
 LogOf = Callable[[TopicId, int], ShareLog | None]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class _Resolved:
     """One requested partition: its log or why it has none."""
 
@@ -68,14 +68,28 @@ class ShareFetcher:
         self.log_of: LogOf = lambda topic_id, partition: None  # storage's logs, wired by the server
         self.parked: dict[int, _ParkedFetch] = {}
         self._numbers = itertools.count()
+        # The partitions resolved to a log, while the catalog's version stays the same (a topic created, deleted or
+        # grown changes it): every ShareFetch resolves its partitions for the acknowledgements and the acquisition.
+        self._resolved: dict[tuple[TopicId, int], _Resolved] = {}
+        self._resolved_version = -1
 
     def resolve(self, topic_id: TopicId, partition: int) -> _Resolved:
         """Section 8.2: an unknown topic id, then an unknown partition."""
+        version = self.topics.version
+        if version != self._resolved_version:
+            self._resolved.clear()
+            self._resolved_version = version
+        found = self._resolved.get((topic_id, partition))
+        if found is not None:
+            return found
         info = self.topics.by_id(topic_id)
         if info is None:
             return _Resolved(topic_id, partition, None, E.unknown_topic_id)
         log = self.log_of(topic_id, partition) if 0 <= partition < info.partitions else None
-        return _Resolved(topic_id, partition, log, E.none if log is not None else E.unknown_topic_or_partition)
+        if log is None:
+            return _Resolved(topic_id, partition, None, E.unknown_topic_or_partition)
+        found = self._resolved[(topic_id, partition)] = _Resolved(topic_id, partition, log, E.none)
+        return found
 
     # -- ShareFetch -----------------------------------------------------------------------------------------------
 
@@ -162,7 +176,7 @@ class ShareFetcher:
         for acks in partitions:
             if not acks.acknowledged:
                 continue
-            entry = shown.setdefault((acks.topic_id, acks.partition), FetchedPartition(acks.topic_id, acks.partition))
+            entry = _entry(shown, (acks.topic_id, acks.partition))
             error, message = self.acknowledge_partition(group_id, member_id, acks, renew)
             entry.acknowledge_error, entry.acknowledge_error_message = error, message
             failed = failed or error is not E.none
@@ -224,8 +238,8 @@ class ShareFetcher:
                 continue
             anything = True
             budget -= sum(last - first + 1 for first, last, _ in ranges)
-            entry = shown.setdefault(key, FetchedPartition(*key))
-            entry.records = b"".join(batch.data for batch in batches)
+            entry = _entry(shown, key)
+            entry.records = [batch.data for batch in batches]  # never joined: the answer's encoder writes each
             entry.acquired = ranges
         return anything
 
@@ -329,6 +343,14 @@ class ShareFetcher:
             parked.cancel()
         for session in self.sessions.of_connection(connection):
             self.close(session, "its connection closed")
+
+
+def _entry(shown: dict[tuple[TopicId, int], FetchedPartition], key: tuple[TopicId, int]) -> FetchedPartition:
+    """The answer's entry for ``key``, made when it has none (``setdefault`` would build one every time)."""
+    entry = shown.get(key)
+    if entry is None:
+        entry = shown[key] = FetchedPartition(*key)
+    return entry
 
 
 class _ParkedFetch:

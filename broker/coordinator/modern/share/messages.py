@@ -3,7 +3,7 @@ between ``broker/api/share_*.py`` and the share coordinator (``service.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -126,7 +126,7 @@ class FetchedPartition:
     error_message: str | None = None
     acknowledge_error: ErrorCode = ErrorCode.none
     acknowledge_error_message: str | None = None
-    records: bytes | None = None
+    records: Sequence[bytes] = ()  # the stored batches' bytes, in offset order (answered one after the other)
     acquired: list[tuple[int, int, int]] = field(default_factory=list)
 
 

@@ -13,15 +13,14 @@ the caller (``partitions.py``) through the purgatory, and what happened is retur
 
 from __future__ import annotations
 
-import enum
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.modern.share.acknowledgements import AckBatch, AcknowledgeType, validate_batches
 from broker.coordinator.modern.share.inflight import (
     Acquisition,
     RecordState,
@@ -31,11 +30,14 @@ from broker.coordinator.modern.share.inflight import (
     index_from,
     split,
 )
+from broker.coordinator.modern.share.share_log import AbortedRange, LoggedBatch, ShareLog
 
 __all__ = [
+    "AbortedRange",
     "AckBatch",
     "AcknowledgeType",
     "Acquisition",
+    "LoggedBatch",
     "RecordState",
     "ShareLog",
     "SharePartition",
@@ -46,94 +48,6 @@ __all__ = [
 _FINISHED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 _INT32_MAX = 2**31 - 1
 _NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."
-
-
-class AcknowledgeType(enum.IntEnum):
-    GAP = 0
-    ACCEPT = 1
-    RELEASE = 2
-    REJECT = 3
-    RENEW = 4  # ShareFetch/ShareAcknowledge v2 with IsRenewAck (KIP-1222)
-
-
-class LoggedBatch(Protocol):
-    """A stored record batch, as ``PartitionLog`` keeps it."""
-
-    @property
-    def data(self) -> bytes: ...
-
-    @property
-    def base_offset(self) -> int: ...
-
-    @property
-    def last_offset(self) -> int: ...
-
-    @property
-    def is_control(self) -> bool: ...
-
-    @property
-    def producer_id(self) -> int: ...
-
-    @property
-    def is_transactional(self) -> bool: ...
-
-
-class AbortedRange(Protocol):
-    @property
-    def producer_id(self) -> int: ...
-
-    @property
-    def first_offset(self) -> int: ...
-
-    @property
-    def last_offset(self) -> int: ...
-
-
-class ShareLog(Protocol):
-    """What a share-partition reads of its partition's log."""
-
-    log_start_offset: int
-
-    @property
-    def high_watermark(self) -> int: ...
-
-    @property
-    def last_stable_offset(self) -> int: ...
-
-    def batches_from(self, offset: int) -> Iterator[LoggedBatch]: ...
-
-    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> Sequence[AbortedRange]: ...
-
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
-
-    def bytes_from(self, offset: int) -> int: ...
-
-
-@dataclass(frozen=True, slots=True)
-class AckBatch:
-    first_offset: int
-    last_offset: int
-    types: tuple[int, ...]
-
-
-def validate_batches(batches: Sequence[AckBatch], renew_allowed: bool) -> str | None:
-    """KafkaApis.validateAcknowledgementBatches (section 8.4): why the partition's batches are INVALID_REQUEST."""
-    previous_last = -1
-    highest = AcknowledgeType.RENEW if renew_allowed else AcknowledgeType.REJECT
-    for batch in batches:
-        if batch.first_offset > batch.last_offset:
-            return "First offset of acknowledgement batch is greater than its last offset"
-        if batch.first_offset <= previous_last:
-            return "Acknowledgement batches are not in ascending order or overlap"
-        if not batch.types:
-            return "Acknowledgement types are empty"
-        if len(batch.types) > 1 and len(batch.types) != batch.last_offset - batch.first_offset + 1:
-            return "Acknowledgement types count does not match the number of records in the batch"
-        for kind in batch.types:
-            if not 0 <= kind <= highest:
-                return f"Invalid acknowledge type: {kind}"
-        previous_last = batch.last_offset
-    return None
 
 
 @dataclass(slots=True)
@@ -291,11 +205,12 @@ class SharePartition:
         budget = max_records
         read, window_end, counted_until = 0, self.next_offset, self.fetch_offset()
         for batch in log.batches_from(counted_until):
-            if batch.base_offset >= self.next_offset:
+            base = batch.base_offset
+            if base >= self.next_offset:
                 break
             size = len(batch.data)
             if read + size > max_bytes and not (at_least_one and read == 0):
-                window_end = batch.base_offset  # the bytes ran out inside the in-flight window
+                window_end = base  # the bytes ran out inside the in-flight window
                 break
             read += size
             counted_until = batch.last_offset + 1
@@ -329,19 +244,21 @@ class SharePartition:
         if budget > 0 and window_end == self.next_offset < upper and self.in_flight() < max_locks:
             aborted = self._aborted_ranges(log, upper) if read_committed else ()
             lock_end = self.start_offset + max_locks  # the SPSO stays put in this loop: in flight < max_locks
-            for batch in log.batches_from(self.next_offset):
-                if batch.base_offset >= upper or budget <= 0 or self.next_offset >= lock_end:
+            next_offset = self.next_offset  # kept in step with self.next_offset, written back per batch
+            for batch in log.batches_from(next_offset):
+                base = batch.base_offset
+                if base >= upper or budget <= 0 or next_offset >= lock_end:
                     break
-                if batch.base_offset >= counted_until:  # not read yet (a batch split by record-limit mode was)
+                if base >= counted_until:  # not read yet (a batch split by record-limit mode was)
                     size = len(batch.data)
                     if read + size > max_bytes and not (at_least_one and read == 0):
                         break
                     read += size
-                first = max(batch.base_offset, self.next_offset)
+                first = base if base > next_offset else next_offset
                 last = batch.last_offset
                 skip = batch.is_control or (
-                    batch.is_transactional and any(
-                        a.producer_id == batch.producer_id and a.first_offset <= batch.base_offset <= a.last_offset
+                    bool(aborted) and batch.is_transactional and any(
+                        a.producer_id == batch.producer_id and a.first_offset <= base <= a.last_offset
                         for a in aborted
                     )
                 )  # fmt: skip
@@ -366,7 +283,7 @@ class SharePartition:
                     budget -= last - first + 1
                     self.delivered += last - first + 1
                     batches.append(batch)
-                self.next_offset = last + 1
+                next_offset = self.next_offset = last + 1
         # Which stored batches to return: those holding an acquired offset (redeliveries may sit far below; new
         # records only: the batches just read for them).
         if taken:

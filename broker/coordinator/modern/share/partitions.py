@@ -68,6 +68,9 @@ class SharePartitions:
         self.waiting_logs: dict[int, set[PartitionKey]] = {}  # id(log) -> the keys waiting on it
         self._log_of_key: dict[PartitionKey, int] = {}
         self.locks: dict[int, tuple[PartitionKey, Acquisition]] = {}
+        # The same locks by share-partition (their numbers, in acquisition order): an acknowledgement looks only at
+        # its partition's locks, not at every lock of the broker.
+        self._locks_of: dict[PartitionKey, dict[int, Acquisition]] = {}
         self._numbers = itertools.count(1)
         self.on_change: Callable[[], None] = lambda: None  # the control API's watchers (none by default)
 
@@ -134,6 +137,7 @@ class SharePartitions:
 
     def _lock(self, key: PartitionKey, acquisition: Acquisition, lock_ms: int) -> None:
         self.locks[acquisition.number] = (key, acquisition)
+        self._locks_of.setdefault(key, {})[acquisition.number] = acquisition
         self.purgatory.schedule(share_lock_key(acquisition.number), lock_ms, lambda: self._expired(acquisition.number))
 
     def _expired(self, number: int) -> None:
@@ -141,6 +145,7 @@ class SharePartitions:
         if found is None:
             return
         key, acquisition = found
+        self._forget(key, number)
         share = self.partitions.get(key)
         if share is None:
             return
@@ -149,16 +154,34 @@ class SharePartitions:
 
     def _unlock(self, acquisitions: set[Acquisition]) -> None:
         for acquisition in acquisitions:
-            if self.locks.pop(acquisition.number, None) is not None:
+            found = self.locks.pop(acquisition.number, None)
+            if found is not None:
+                self._forget(found[0], acquisition.number)
                 self.purgatory.cancel(share_lock_key(acquisition.number))
+
+    def _forget(self, key: PartitionKey, number: int) -> None:
+        of_key = self._locks_of.get(key)
+        if of_key is not None:
+            of_key.pop(number, None)
+            if not of_key:
+                del self._locks_of[key]
+
+    def _locks_on(self, key: PartitionKey) -> set[Acquisition]:
+        return set(self._locks_of.get(key, {}).values())
 
     def _drop_finished_locks(self, key: PartitionKey, share: SharePartition) -> None:
         """Locks whose records were all acknowledged or released: their timers go. Whether a lock still holds
         anything is a bisection per range it was given (``SharePartition.holds``), not a step per offset."""
-        for number, (lock_key, acquisition) in list(self.locks.items()):
-            if lock_key == key and not share.holds(acquisition):
+        of_key = self._locks_of.get(key)
+        if of_key is None:
+            return
+        for number, acquisition in list(of_key.items()):
+            if not share.holds(acquisition):
                 del self.locks[number]
+                del of_key[number]
                 self.purgatory.cancel(share_lock_key(number))
+        if not of_key:
+            del self._locks_of[key]
 
     # -- acknowledgements and releases ------------------------------------------------------------------------
 
@@ -229,8 +252,10 @@ class SharePartitions:
                         del self.waiting_logs[log_id]  # type: ignore[arg-type]
 
     def wake(self, key: PartitionKey) -> None:
-        for waiter in list(self.waiting.get(key, ())):
-            waiter.wake()
+        waiters = self.waiting.get(key)
+        if waiters:  # usually none: every acknowledgement reports, and a busy partition has nobody parked
+            for waiter in list(waiters):
+                waiter.wake()
 
     def wake_log(self, log: object) -> None:
         """New data (or a moved LSO) in a partition's log: every group's parked fetches on it look again."""
@@ -243,7 +268,7 @@ class SharePartitions:
         share = self.partitions.pop(key, None)
         if share is None:
             return
-        self._unlock({a for _, (k, a) in list(self.locks.items()) if k == key})
+        self._unlock(self._locks_on(key))
         if self.changes.enabled:
             self.changes.delete(durable.PARTITION, (key[0], str(key[1]), key[2]))
 
@@ -260,7 +285,7 @@ class SharePartitions:
         share = self.partitions.get(key)
         if share is None:
             share = self.partitions[key] = SharePartition(*key)
-        self._unlock({a for _, (k, a) in list(self.locks.items()) if k == key})
+        self._unlock(self._locks_on(key))
         share.reset_to(offset)
         self._store(key, share)
 
