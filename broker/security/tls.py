@@ -148,10 +148,12 @@ def handshake_failure(error: BaseException) -> str:
     """Why a TLS handshake failed, in words a user can act on (spec 8.4 item 5: a plaintext client on a TLS port
     is closed, never answered)."""
     text = str(error) or type(error).__name__
-    if isinstance(error, ConnectionResetError):  # Python's ssl and others drop the socket on a certificate they refuse
+    if isinstance(error, TimeoutError):
+        return f"no TLS handshake within the timeout: {text}"
+    if isinstance(error, ConnectionResetError) or "EOF" in text:
         return (
-            "the client reset the connection: did it refuse the broker's certificate (does it trust ca.pem? is "
-            f"the host it dialled in the certificate's names?): {text}"
+            "the client closed the connection during the TLS handshake (a port probe, or a client refusing the "
+            f"broker's certificate: does it trust ca.pem? is the host it dialled in the certificate?): {text}"
         )
     reason = getattr(error, "reason", None)
     if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNEXPECTED_MESSAGE", "UNKNOWN_PROTOCOL") or (

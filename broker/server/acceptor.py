@@ -177,9 +177,10 @@ class Acceptor:
     def _handshake_failed(self, peer: str, error: OSError) -> None:
         from broker.security.tls import handshake_failure
 
-        if isinstance(error, TimeoutError) or "EOF" in str(error):
-            # Closed before or during the hello (a port probe, a client giving up): nothing to act on.
-            log.info("tls handshake not completed", listener=self.name, peer=peer, reason=str(error) or repr(error))
+        if isinstance(error, TimeoutError | ConnectionResetError) or "EOF" in str(error):
+            # Closed before or during the hello: a port probe, a client giving up, or one refusing the certificate
+            # without an alert (Python's ssl; uvloop reports any such close as a reset), so no warning.
+            log.info("tls handshake not completed", listener=self.name, peer=peer, reason=handshake_failure(error))
         else:
             log.warning(
                 "tls handshake failed, connection closed", listener=self.name, peer=peer,

@@ -96,12 +96,12 @@ class Connection(asyncio.Protocol):
         """An SSL connection's principal, from its certificate, before any request is read (the handshake is done:
         asyncio calls connection_made after it). No mapping rule for the subject closes the connection, as
         Kafka's SslPrincipalMapper.NoMatchingRule fails its authentication."""
+        from broker.log import get_logger
+
         assert self._principal_of is not None
         try:
             principal = self._principal_of(transport.get_extra_info("ssl_object"))
         except ValueError as error:
-            from broker.log import get_logger
-
             get_logger("server").warning(
                 "ssl principal not mapped, connection closed", peer=self.pipeline.peer, reason=str(error)
             )
@@ -109,6 +109,8 @@ class Connection(asyncio.Protocol):
             cast(asyncio.Transport, transport).abort()
             return
         self.pipeline.set_principal(principal)
+        # Debug level: one line per connection; what an ACL would be written for (kafka.authorizer.logger's name).
+        get_logger("server").debug("ssl connection principal", peer=self.pipeline.peer, principal=principal)
 
     def data_received(self, data: bytes) -> None:
         pipeline = self.pipeline

@@ -83,10 +83,11 @@ async def test_a_wrong_ca_is_refused_and_the_broker_logs_the_peer(tmp_path: Path
         with structlog.testing.capture_logs() as logs:
             with pytest.raises(ssl.SSLCertVerificationError, match="certificate verify failed"):
                 await tls_client(server.port, client_context(tmp_path / "other" / "tls" / "ca.pem"))
-            await wait_for(lambda: any(e["event"].startswith("tls handshake failed") for e in logs))
-        failed = next(e for e in logs if e["event"].startswith("tls handshake failed"))
+            # Python's ssl drops the socket without an alert: an info line, with what to check.
+            await wait_for(lambda: any(e["event"] == "tls handshake not completed" for e in logs))
+        failed = next(e for e in logs if e["event"] == "tls handshake not completed")
         assert failed["peer"].startswith("127.0.0.1:")
-        assert "refuse the broker's certificate" in failed["reason"]
+        assert "does it trust ca.pem?" in failed["reason"]
     finally:
         await server.stop()
 
