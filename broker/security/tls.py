@@ -92,7 +92,13 @@ def server_context(config: TlsConfig, advertised_hosts: list[str]) -> TlsListene
     describe: dict[str, Any] = {"client_auth": config.ssl_client_auth}
     ca_file: Path | None = None
     if config.ssl_cert is not None:
-        context.load_cert_chain(config.ssl_cert, config.ssl_key)
+        try:
+            context.load_cert_chain(config.ssl_cert, config.ssl_key)
+        except OSError as error:  # the one line serve prints names the files, not only errno's words
+            raise OSError(
+                f"TLS listeners: cannot load --ssl-cert {config.ssl_cert}"
+                f"{'' if config.ssl_key is None else f' with --ssl-key {config.ssl_key}'}: {error.strerror or error}"
+            ) from error
         describe["certificate"] = config.ssl_cert
     else:
         from broker.security.certs import ensure_server_certificate
@@ -109,7 +115,10 @@ def server_context(config: TlsConfig, advertised_hosts: list[str]) -> TlsListene
     if config.ssl_client_auth != "none":
         trust = config.ssl_truststore or ca_file
         assert trust is not None  # TlsConfig asks for a truststore beside a certificate of the user's own
-        context.load_verify_locations(cafile=trust)
+        try:
+            context.load_verify_locations(cafile=trust)
+        except OSError as error:
+            raise OSError(f"TLS listeners: cannot load --ssl-truststore {trust}: {error.strerror or error}") from error
         describe["truststore"] = str(trust)
     mapper = None if config.ssl_principal_mapping_rules == "DEFAULT" else PrincipalMapper(
         config.ssl_principal_mapping_rules

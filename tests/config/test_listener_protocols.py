@@ -90,3 +90,20 @@ def test_tls_settings_that_cannot_work_refuse_the_start(flags: list[str], messag
         return
     with pytest.raises(SettingsError, match=message):
         settings.parse(flags, environ={})
+
+
+def test_serve_with_a_certificate_it_cannot_read_says_so_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    result = subprocess.run(
+        [sys.executable, "-m", "broker", "serve", "--listeners", "SSL://127.0.0.1:0", "--admin-port", "-1",
+         "--ssl-cert", str(tmp_path / "missing.pem")],
+        cwd=ROOT, capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"group-broker: TLS listeners: cannot load --ssl-cert {tmp_path / 'missing.pem'}: No such file or directory"
+    ]

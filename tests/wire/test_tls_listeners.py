@@ -329,3 +329,21 @@ async def test_a_listener_mapped_to_ssl_speaks_tls_and_the_ca_line_is_logged(tmp
     assert [e["listener"] for e in unmapped] == ["INTERNAL"]
     listening = {e["listener"]: e["security_protocol"] for e in logs if e["event"] == "broker listening"}
     assert listening == {"EXTERNAL": "SSL", "INTERNAL": "PLAINTEXT"}
+
+
+async def test_a_certificate_of_your_own_is_served_and_a_missing_one_refuses_the_start(tmp_path: Path) -> None:
+    from broker.security.certs import ensure_server_certificate
+
+    own = ensure_server_certificate(tmp_path / "own", ["kafka.own.test"])
+    server = await tls_broker(tmp_path, ssl_cert=str(own.cert_file), ssl_key=str(own.key_file))
+    try:
+        client = await tls_client(server.port, client_context(own.ca_file), server_hostname="kafka.own.test")
+        try:
+            assert await api_versions(client) == 0
+        finally:
+            await client.close()
+        assert not (tmp_path / "tls").exists()  # nothing generated
+    finally:
+        await server.stop()
+    with pytest.raises(OSError, match=r"^TLS listeners: cannot load --ssl-cert /nonexistent.pem: No such file"):
+        await tls_broker(tmp_path, ssl_cert="/nonexistent.pem")
