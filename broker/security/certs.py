@@ -15,6 +15,7 @@ Imported only when a listener speaks TLS: cryptography's import costs tens of mi
 from __future__ import annotations
 
 import datetime
+import fcntl
 import ipaddress
 import os
 from dataclasses import dataclass
@@ -55,6 +56,14 @@ def ensure_server_certificate(directory: Path, hosts: list[str]) -> ServerCertif
     """The CA of ``directory`` (made if absent or expiring) and a server certificate for ``hosts`` signed by it
     (made if absent, for other names, by another CA, or expiring)."""
     directory.mkdir(parents=True, exist_ok=True)
+    # Two brokers starting at once on one directory (the default one, say) would otherwise each make a CA, and the
+    # files left could be one's CA beside the other's certificate: the second waits for the first and reuses its.
+    with (directory / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure(directory, hosts)
+
+
+def _ensure(directory: Path, hosts: list[str]) -> ServerCertificate:
     now = datetime.datetime.now(datetime.UTC)
     ca, ca_key, made_ca = _ca(directory, now)
     dns, ips = _split_hosts(hosts)

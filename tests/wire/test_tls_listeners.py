@@ -58,7 +58,7 @@ async def test_32_generated_certificate_verifies_for_localhost_and_127_0_0_1_und
             await client.close()
     finally:
         await server.stop()
-    files = {path.name: path for path in (tmp_path / "tls").iterdir()}
+    files = {path.name: path for path in (tmp_path / "tls").iterdir() if path.name != ".lock"}
     assert sorted(files) == ["ca-key.pem", "ca.pem", "server-key.pem", "server.pem"]
     for key in ("ca-key.pem", "server-key.pem"):
         assert stat.S_IMODE(files[key].stat().st_mode) == 0o600
@@ -347,3 +347,18 @@ async def test_a_certificate_of_your_own_is_served_and_a_missing_one_refuses_the
         await server.stop()
     with pytest.raises(OSError, match=r"^TLS listeners: cannot load --ssl-cert /nonexistent.pem: No such file"):
         await tls_broker(tmp_path, ssl_cert="/nonexistent.pem")
+
+
+def test_brokers_starting_together_on_one_directory_agree_on_one_ca(tmp_path: Path) -> None:
+    """The generation is locked: four threads making the files at once leave one CA that signed the one server
+    certificate every one of them loaded."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from broker.security.certs import ensure_server_certificate
+
+    with ThreadPoolExecutor(4) as pool:
+        made = list(pool.map(lambda _: ensure_server_certificate(tmp_path, ["localhost"]), range(4)))
+    assert sum(m.made_ca for m in made) == 1
+    ca = x509.load_pem_x509_certificate((tmp_path / "ca.pem").read_bytes())
+    leaf = x509.load_pem_x509_certificates((tmp_path / "server.pem").read_bytes())[0]
+    leaf.verify_directly_issued_by(ca)
