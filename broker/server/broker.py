@@ -357,7 +357,8 @@ class BrokerServer:
         protocol = self.settings.security_protocol(endpoint)
         tls = self.tls.context if self.tls is not None and uses_tls(protocol) else None
         # An SSL connection's principal comes from the client's certificate; SASL_SSL's from SASL (spec section 1).
-        principal_of = self.tls.principal_of if self.tls is not None and tls and protocol == "SSL" else None
+        ssl_principal = tls is not None and protocol == "SSL"
+        principal_of = self.tls.principal_of if self.tls is not None and ssl_principal else None
         acceptor = Acceptor(endpoint.name, await bind(endpoint.host, port), self.quotas, tls)
         self._servers.append(acceptor)
         listener.port = acceptor.port
