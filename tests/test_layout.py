@@ -34,6 +34,8 @@ RANKS: dict[str, int] = {
     # imported by transactions/ (the transactional id hash), the coordinator (which groups a moved partition holds),
     # api/, server/, control/ and cli/.
     "broker.cluster": 1,
+    # Issue 30: Kafka's ssl.principal.mapping.rules, stdlib only, parsed by the TLS settings when they are built.
+    "broker.security.principal_mapping": 1,
     "broker.events": 2,
     "broker.coordinator": 3,
     "broker.storage": 3,
@@ -42,6 +44,8 @@ RANKS: dict[str, int] = {
     # broker.setting) ranked below config/, which collects them into Settings; the rest of the server stays above.
     "broker.server.settings": 3,
     "broker.config": 4,
+    # Issue 30: TLS (and SASL, ACLs), below the server that wraps its listeners and the API that checks ACLs.
+    "broker.security": 4,
     "broker.api": 5,
     "broker.server": 6,
     "broker.control": 7,

@@ -32,7 +32,7 @@ import broker.events.hub as events
 import broker.server.settings as server
 import broker.storage.topics as storage
 from broker.coordinator.config import GroupConfig
-from broker.server.settings import ClusterConfig, is_wildcard
+from broker.server.settings import ClusterConfig, TlsConfig, is_wildcard, protocol_of, uses_tls
 from broker.server.settings import Endpoint as Endpoint
 from broker.server.settings import host_port as host_port
 from broker.server.settings import parse_endpoints as parse_endpoints
@@ -75,6 +75,9 @@ class Settings:
     port: int = server.PORT.field()
     listeners: tuple[Endpoint, ...] = server.LISTENERS.field()
     advertised_listeners: tuple[Endpoint, ...] = server.ADVERTISED_LISTENERS.field()
+    # -- security protocols and TLS (issue 30): the TLS part's settings
+    listener_security_protocol_map: tuple[tuple[str, str], ...] = server.LISTENER_SECURITY_PROTOCOL_MAP.field()
+    tls: TlsConfig = field(default_factory=TlsConfig)  # the certificate of SSL and SASL_SSL listeners
     advertised_host: str | None = server.ADVERTISED_HOST.field()
     advertised_port: int | None = server.ADVERTISED_PORT.field()
     node_id: int = server.NODE_ID.field()
@@ -120,7 +123,8 @@ class Settings:
                 f"socket_send_buffer_low_bytes must be between 0 and socket_send_buffer_high_bytes (low "
                 f"{self.socket_send_buffer_low_bytes}, high {self.socket_send_buffer_high_bytes})"
             )
-        server.refuse_unserved(self.bind_endpoints())  # before anything binds (issue 25 item 7)
+        # Before anything binds (issue 25 item 7).
+        server.refuse_unserved(self.bind_endpoints(), self.listener_security_protocol_map)
         self._refuse_a_port_clash()
         if self.listeners:
             ports = [e.port for e in self.listeners if e.port]
@@ -164,6 +168,25 @@ class Settings:
         """Where to listen: ``listeners``, or one PLAINTEXT listener on ``host``:``port``."""
         return self.listeners or (Endpoint("PLAINTEXT", self.host, self.port),)
 
+    def security_protocol(self, listener: Endpoint) -> str:
+        """What a client of ``listener`` speaks: its entry of ``listener_security_protocol_map``, else its name."""
+        return protocol_of(listener, self.listener_security_protocol_map)[0]
+
+    def unmapped_listeners(self) -> list[Endpoint]:
+        """Listeners served as PLAINTEXT only because their name is no protocol and the map lacks them."""
+        return [e for e in self.bind_endpoints() if not protocol_of(e, self.listener_security_protocol_map)[1]]
+
+    def tls_advertised_hosts(self) -> list[str]:
+        """Every host a client may be sent to on a TLS listener: each node's advertised host of each SSL or
+        SASL_SSL listener, and the host it binds (the generated certificate names them all, spec 8.4 item 1)."""
+        hosts: list[str] = []
+        for endpoint in self.bind_endpoints():
+            if uses_tls(self.security_protocol(endpoint)):
+                if not is_wildcard(endpoint.host):
+                    hosts.append(endpoint.host)
+                hosts += [self.node_advertised(endpoint, 0, i)[0] for i in range(self.cluster.nodes)]
+        return list(dict.fromkeys(hosts))
+
     def advertised_for(self, listener: Endpoint, bound_port: int) -> tuple[str, int]:
         """What Metadata and FindCoordinator return to a client connected to ``listener``: its entry of
         ``advertised.listeners``, else ``--advertised-host``/``--advertised-port``, else the listener's own
@@ -205,8 +228,9 @@ def _hosts_overlap(one: str, other: str) -> bool:
 # --- the collected options -------------------------------------------------------------------------------------
 
 # The sections of Settings: fields holding an owner's config class, whose own fields declare the settings.
-_SECTIONS: dict[str, type[GroupConfig] | type[LogDefaults] | type[TxnConfig] | type[ClusterConfig]] = {
-    "group": GroupConfig, "log": LogDefaults, "txn": TxnConfig, "cluster": ClusterConfig,
+_Section = type[GroupConfig] | type[LogDefaults] | type[TxnConfig] | type[ClusterConfig] | type[TlsConfig]
+_SECTIONS: dict[str, _Section] = {
+    "group": GroupConfig, "log": LogDefaults, "txn": TxnConfig, "cluster": ClusterConfig, "tls": TlsConfig,
 }
 
 

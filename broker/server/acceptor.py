@@ -3,7 +3,10 @@
 asyncio's ``create_server`` accepts whatever arrives; Kafka's Acceptor stops accepting at ``max.connections`` and
 lets the kernel's listen backlog hold the rest. So the broker binds its own sockets and accepts with
 ``loop.sock_accept``: one task per listening socket, which awaits a free slot (``ConnectionQuotas``), refuses an
-address over its own limit, and hands every other connection to the event loop as a ``Connection``.
+address over its own limit, and hands every other connection to the event loop as a ``Connection``. On an SSL or
+SASL_SSL listener the event loop wraps the transport in TLS first (``ssl=``): the connection sees plaintext bytes
+once the handshake is done, and a handshake that fails (a plaintext client, a client that does not trust the
+certificate, a missing client certificate) closes the socket with a line naming the peer, never a Kafka answer.
 """
 
 from __future__ import annotations
@@ -12,14 +15,22 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from broker.log import get_logger
 from broker.server.quotas import ConnectionQuotas, Slot, normalized
+
+if TYPE_CHECKING:
+    import ssl
 
 log = get_logger("server")  # structlog, imported at the first call (broker/log.py)
 
 # asyncio's create_server default; Kafka's socket.listen.backlog.size is 50.
 BACKLOG = 100
+
+# Kafka's connections.max.idle.ms does not bound a handshake; asyncio's default (60 s) holds a slot too long for a
+# client that connects and says nothing, so a TLS handshake gets this long.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 # Builds the protocol of one accepted connection; the slot is released when the connection is lost.
 ProtocolFactory = Callable[[Slot], asyncio.Protocol]
@@ -51,10 +62,13 @@ async def bind(host: str, port: int) -> list[socket.socket]:
 class Acceptor:
     """Accepts the connections of one listener (Kafka's ``Acceptor``), counted by the broker-wide quotas."""
 
-    def __init__(self, name: str, sockets: list[socket.socket], quotas: ConnectionQuotas) -> None:
+    def __init__(
+        self, name: str, sockets: list[socket.socket], quotas: ConnectionQuotas, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.name = name
         self.sockets = sockets
         self._quotas = quotas
+        self._tls = tls  # an SSL or SASL_SSL listener's server context
         self._tasks: list[asyncio.Task[None]] = []
         self._serving: set[asyncio.Task[None]] = set()  # connections being handed to the loop
 
@@ -146,9 +160,29 @@ class Acceptor:
         self, loop: asyncio.AbstractEventLoop, conn: socket.socket, peer: str, slot: Slot, protocol: ProtocolFactory
     ) -> None:
         try:
-            await loop.connect_accepted_socket(lambda: protocol(slot), conn)
+            if self._tls is None:
+                await loop.connect_accepted_socket(lambda: protocol(slot), conn)
+            else:
+                await loop.connect_accepted_socket(
+                    lambda: protocol(slot), conn, ssl=self._tls, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S
+                )
         except BaseException as error:
             slot.release()
             conn.close()
-            if not isinstance(error, asyncio.CancelledError):
+            if self._tls is not None and isinstance(error, OSError):  # ssl.SSLError, a reset, the timeout
+                self._handshake_failed(peer, error)
+            elif not isinstance(error, asyncio.CancelledError):
                 log.exception("could not take a connection", listener=self.name, peer=peer)
+
+    def _handshake_failed(self, peer: str, error: OSError) -> None:
+        from broker.security.tls import handshake_failure
+
+        if isinstance(error, TimeoutError | ConnectionResetError) or "EOF" in str(error):
+            # Closed before or during the hello: a port probe, a client giving up, or one refusing the certificate
+            # without an alert (Python's ssl; uvloop reports any such close as a reset), so no warning.
+            log.info("tls handshake not completed", listener=self.name, peer=peer, reason=handshake_failure(error))
+        else:
+            log.warning(
+                "tls handshake failed, connection closed", listener=self.name, peer=peer,
+                reason=handshake_failure(error),
+            )  # fmt: skip

@@ -30,6 +30,7 @@ from broker.server.faults import FaultRules
 from broker.server.gates import FaultGate, Gate
 from broker.server.loop_timer import LoopTimer
 from broker.server.quotas import ConnectionQuotas, Slot
+from broker.server.settings import uses_tls
 from broker.server.stats import RequestStats
 from broker.timing.clock import Clock, SystemClock
 from broker.timing.keys import DATA_DIR_FSYNC, LOG_RETENTION, MALLOC_TRIM
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
     from broker.cluster.layout import Moved
     from broker.coordinator.coordinator import GroupCoordinator
+    from broker.security.tls import TlsListeners
     from broker.server.durable import DurableState
     from broker.server.event_tally import EventTally
     from broker.server.host import OpenConnection
@@ -149,6 +151,13 @@ class BrokerServer:
             settings.max_connections, settings.max_connections_per_ip, settings.max_connections_per_ip_overrides
         )
         self._servers: list[Acceptor] = []  # one per listener
+        # What the SSL and SASL_SSL listeners share (issue 30), made before anything binds: a certificate that cannot
+        # be read or made refuses the start. cryptography and ssl load only when a listener speaks TLS.
+        self.tls: TlsListeners | None = None
+        if any(uses_tls(settings.security_protocol(e)) for e in settings.bind_endpoints()):
+            from broker.security.tls import server_context
+
+            self.tls = server_context(settings.tls, settings.tls_advertised_hosts())
         # The nodes (issue 29), made on first use: a one-node broker loads none of broker/cluster/ to answer.
         self._nodes: NodeSet | None = None
         # Every node's advertised address, by listener name (each node's Metadata lists the others on its own).
@@ -324,6 +333,13 @@ class BrokerServer:
         self._announce_start()
         for fields in self._listening:
             log.info("broker listening", **fields)
+        for endpoint in self.settings.unmapped_listeners():  # docs/spec/security.md 14.6 item 1
+            log.warning(
+                "listener has no security protocol, served as PLAINTEXT", listener=endpoint.name,
+                hint=f"Kafka refuses to start: --listener-security-protocol-map {endpoint.name}:PLAINTEXT says so",
+            )  # fmt: skip
+        if self.tls is not None:
+            self.tls.announce()
         # What --topic made, with its partition count: a bare `--topic orders` makes one (issue 18).
         log.info(
             "topics created", topics={topic.name: topic.partitions for topic in self.topics.all()},
@@ -338,7 +354,12 @@ class BrokerServer:
         node_id = self.settings.node_id + index
         # Kafka's "PLAINTEXT://:9092" (an empty host) listens on every interface.
         port = endpoint.port + index if endpoint.port else 0  # node i: the listener's port + i (server/nodes.py)
-        acceptor = Acceptor(endpoint.name, await bind(endpoint.host, port), self.quotas)
+        protocol = self.settings.security_protocol(endpoint)
+        tls = self.tls.context if self.tls is not None and uses_tls(protocol) else None
+        # An SSL connection's principal comes from the client's certificate; SASL_SSL's from SASL (spec section 1).
+        ssl_principal = tls is not None and protocol == "SSL"
+        principal_of = self.tls.principal_of if self.tls is not None and ssl_principal else None
+        acceptor = Acceptor(endpoint.name, await bind(endpoint.host, port), self.quotas, tls)
         self._servers.append(acceptor)
         listener.port = acceptor.port
         # Node i's own advertised listener, or the advertised port + i (config/settings.py: node_advertised).
@@ -357,39 +378,27 @@ class BrokerServer:
             dataclasses.replace(self.listeners[0].api, identity=identity, control_url=control_url, route=route)
             if self.listeners
             else ApiContext(
-                self.coordinator,
-                self.topics,
-                identity,
-                self.fetches,
-                producer_ids=self.producer_ids,
-                settings=self.settings,
-                transactions=self.transactions,
-                control_url=control_url,
-                route=route,
+                self.coordinator, self.topics, identity, self.fetches, producer_ids=self.producer_ids,
+                settings=self.settings, transactions=self.transactions, control_url=control_url, route=route,
             )
-        )
+        )  # fmt: skip
         self.listeners.append(listener)
 
         def connection(slot: Slot) -> Connection:
-            return Connection(self, listener.api, slot)
+            return Connection(self, listener.api, slot, principal_of)
 
         acceptor.start(connection)
         # Said once the broker is up (start): logging is not loaded before the first answer (broker/log.py).
-        self._listening.append(
-            {
-                "listener": endpoint.name,
-                "host": endpoint.host,
-                "port": listener.port,
-                "advertised": f"{advertised_host}:{advertised_port}",
-                "node_id": node_id,
-                "cluster_id": self.settings.cluster_id,
-                "initial_rebalance_delay_ms": self.settings.group.initial_rebalance_delay_ms,
-            }
-        )
+        self._listening.append({
+            "listener": endpoint.name, "security_protocol": protocol, "host": endpoint.host, "port": listener.port,
+            "advertised": f"{advertised_host}:{advertised_port}", "node_id": node_id,
+            "cluster_id": self.settings.cluster_id,
+            "initial_rebalance_delay_ms": self.settings.group.initial_rebalance_delay_ms,
+        })  # fmt: skip
         if route is not None:  # one of several nodes: stopping it closes this acceptor, starting it binds again
 
             async def listen_again() -> Acceptor:
-                again = Acceptor(endpoint.name, await bind(endpoint.host, listener.port), self.quotas)
+                again = Acceptor(endpoint.name, await bind(endpoint.host, listener.port), self.quotas, tls)
                 self._servers.append(again)
                 again.start(connection)
                 return again

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from broker.api.base import ApiContext
 from broker.server.pipeline import PipelineState, RequestPipeline
@@ -27,6 +27,9 @@ from broker.server.quotas import Slot
 if TYPE_CHECKING:
     from broker.server.host import ConnectionHost
 
+# The principal of a connection from its TLS session (the transport's ``ssl_object``): broker/security/tls.py.
+PrincipalOf = Callable[[Any], str]
+
 # Stop reading from a client that has this many requests queued behind a parked one; read again at half.
 _MAX_QUEUED_REQUESTS = 256
 _RESUME_QUEUED_REQUESTS = _MAX_QUEUED_REQUESTS // 2
@@ -34,12 +37,17 @@ _CLOSED = PipelineState.CLOSED  # a module constant: in Python 3.11 an Enum memb
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, host: ConnectionHost, api: ApiContext, slot: Slot | None = None) -> None:
+    def __init__(
+        self, host: ConnectionHost, api: ApiContext, slot: Slot | None = None,
+        principal_of: PrincipalOf | None = None,
+    ) -> None:
         self._host = host
+        self._principal_of = principal_of  # an SSL listener's: the principal from the client's certificate
         self._slot = slot  # this connection's count in max.connections and max.connections.per.ip
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()  # kept: get_running_loop checks the process id, a system call
         self._reading_paused = False
+        self._half_close = True  # keep the transport open at end of input to answer what is queued (not on TLS)
         self._drain_scheduled = False
         self.pipeline = RequestPipeline(host, api, self)
         self.node_id = api.identity.node_id  # whose connection it is: stopping a node drops it (server/nodes.py)
@@ -79,6 +87,30 @@ class Connection(asyncio.Protocol):
             f"{peer[0]}:{peer[1]}" if peer else "unknown", peer[0] if peer else "unknown", self._transport.write
         )
         self._host.connection_opened(self)
+        # TLS transports close on end of input whatever eof_received says (and asyncio warns if it says True).
+        self._half_close = transport.get_extra_info("sslcontext") is None
+        if self._principal_of is not None:
+            self._take_principal(transport)
+
+    def _take_principal(self, transport: asyncio.BaseTransport) -> None:
+        """An SSL connection's principal, from its certificate, before any request is read (the handshake is done:
+        asyncio calls connection_made after it). No mapping rule for the subject closes the connection, as
+        Kafka's SslPrincipalMapper.NoMatchingRule fails its authentication."""
+        from broker.log import get_logger
+
+        assert self._principal_of is not None
+        try:
+            principal = self._principal_of(transport.get_extra_info("ssl_object"))
+        except ValueError as error:
+            get_logger("server").warning(
+                "ssl principal not mapped, connection closed", peer=self.pipeline.peer, reason=str(error)
+            )
+            self.pipeline.lost()
+            cast(asyncio.Transport, transport).abort()
+            return
+        self.pipeline.set_principal(principal)
+        # Debug level: one line per connection; what an ACL would be written for (kafka.authorizer.logger's name).
+        get_logger("server").debug("ssl connection principal", peer=self.pipeline.peer, principal=principal)
 
     def data_received(self, data: bytes) -> None:
         pipeline = self.pipeline
@@ -91,7 +123,7 @@ class Connection(asyncio.Protocol):
         # Keep the transport open to answer what is already queued or parked; the pass that answers the last closes it.
         self.pipeline.end_of_input()
         self._update_reading()
-        return True
+        return self._half_close
 
     def pause_writing(self) -> None:
         # Called from inside transport.write: the pass that wrote stops before its next request.

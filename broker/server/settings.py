@@ -24,11 +24,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from broker.setting import INT32_MAX, Setting
+from broker.setting import INT32_MAX, Setting, names_from_toml, parse_names
 
-# Kafka's SecurityProtocol names. Kafka finds a listener's protocol in listener.security.protocol.map, whose default
-# maps each of these names to itself; this broker has no such setting, so a listener named after one asks for that
-# protocol, and any other name (INTERNAL, EXTERNAL) is a label on a plaintext listener.
+# Kafka's SecurityProtocol names. A listener's protocol is its entry in listener.security.protocol.map, whose default
+# maps each of these names to itself (``protocol_of``).
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -42,9 +41,8 @@ class Endpoint:
 
     @property
     def security_protocol(self) -> str:
-        """What a client of this listener must speak (Kafka normalises listener names to upper case)."""
-        name = self.name.upper()
-        return name if name in SECURITY_PROTOCOLS else "PLAINTEXT"
+        """What a client of this listener must speak without a protocol map (``protocol_of`` with one)."""
+        return protocol_of(self, ())[0]
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -90,20 +88,75 @@ def host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-# What a listener speaks today: plaintext only. SSL, SASL_SSL and SASL_PLAINTEXT come with the security issue;
-# until then a listener that asks for them refuses the start rather than serving plaintext to a client configured
-# for TLS or SASL.
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+# -- listeners by security protocol (issue 30; docs/spec/security.md 1) ------------------------------------------
+
+# What a listener can speak. The SASL part of issue 30 adds "SASL_PLAINTEXT"; "SASL_SSL" (TLS from the SSL part,
+# SASL from the other) is added when both are merged. A listener that asks for another refuses the start rather
+# than serving plaintext to a client configured for TLS or SASL.
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+
+ProtocolMap = tuple[tuple[str, str], ...]
 
 
-def refuse_unserved(listeners: Iterable[Endpoint]) -> None:
+def parse_protocol_map(text: str) -> ProtocolMap:
+    """Kafka's ``listener.security.protocol.map``: comma-separated ``NAME:PROTOCOL`` (both case-blind, as Kafka's
+    ``ListenerName.normalised`` and ``SecurityProtocol.forName`` read them)."""
+    pairs: dict[str, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, colon, protocol = (part.strip() for part in item.partition(":"))
+        if not colon or not name or not protocol:
+            raise ValueError(f"{item!r} is not LISTENER_NAME:SECURITY_PROTOCOL")
+        if protocol.upper() not in SECURITY_PROTOCOLS:
+            raise ValueError(f"{item!r}: {protocol} is not a security protocol ({', '.join(SECURITY_PROTOCOLS)})")
+        if name.upper() in pairs:
+            raise ValueError(f"listener name {name} appears twice")
+        pairs[name.upper()] = protocol.upper()
+    return tuple(pairs.items())
+
+
+def _protocol_map_from_toml(value: Any) -> str | None:
+    """A TOML table ``{INTERNAL = "PLAINTEXT", EXTERNAL = "SSL"}``, as the flag's ``NAME:PROTOCOL,...``."""
+    return ",".join(f"{name}:{protocol}" for name, protocol in value.items()) if isinstance(value, dict) else None
+
+
+def protocol_of(listener: Endpoint, protocol_map: ProtocolMap) -> tuple[str, bool]:
+    """The listener's security protocol, and whether Kafka would know it: its entry in the map, else its name when
+    that is a protocol name (Kafka's default map), else PLAINTEXT, which Kafka refuses ("No security protocol
+    defined for listener") and this broker allows with a warning for today's INTERNAL/EXTERNAL compose files
+    (docs/spec/security.md 14.6 item 1)."""
+    name = listener.name.upper()
+    for mapped, protocol in protocol_map:
+        if mapped == name:
+            return protocol, True
+    return (name, True) if name in SECURITY_PROTOCOLS else ("PLAINTEXT", False)
+
+
+def uses_tls(protocol: str) -> bool:
+    """SSL and SASL_SSL listeners speak TLS (Kafka's SslChannelBuilder / SaslChannelBuilder with an SslFactory)."""
+    return protocol.endswith("SSL")
+
+
+def refuse_unserved(listeners: Iterable[Endpoint], protocol_map: ProtocolMap = ()) -> None:
     """ValueError naming the first listener whose security protocol this broker cannot speak."""
     for listener in listeners:
-        if listener.security_protocol not in SERVED_SECURITY_PROTOCOLS:
+        protocol = protocol_of(listener, protocol_map)[0]
+        if protocol not in SERVED_SECURITY_PROTOCOLS:
             raise ValueError(
-                f"listener {listener}: security protocol {listener.security_protocol} is not served by this broker "
+                f"listener {listener}: security protocol {protocol} is not served by this broker "
                 f"(only {', '.join(SERVED_SECURITY_PROTOCOLS)})"
             )
+
+
+LISTENER_SECURITY_PROTOCOL_MAP = Setting(
+    "listener_security_protocol_map", (), parse_protocol_map,
+    "NAME:PROTOCOL,...: each listener's security protocol (PLAINTEXT, SSL); a listener named after a protocol has "
+    "it, any other unmapped name is PLAINTEXT with a warning (Kafka refuses to start)",
+    kafka="listener.security.protocol.map",
+    kafka_default="PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    shown_default="each protocol name to itself", from_toml_shape=_protocol_map_from_toml,
+)
 
 
 def _endpoints_from_toml(value: Any) -> str | None:
@@ -273,3 +326,66 @@ class ClusterConfig:
         "transactional ids (a chaos knob; the control API changes it at run time)",
         bounds=(0, 3_600_000),
     ).field()
+
+
+# -- TLS on SSL and SASL_SSL listeners (issue 30; docs/spec/security.md 8, 14.1) ----------------------------------
+
+SSL_CLIENT_AUTH = ("none", "requested", "required")
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    """The certificate TLS listeners present and how they treat client certificates; read only when a listener
+    speaks TLS (broker/security/tls.py). A bare ``TlsConfig()`` generates a CA and a certificate in the default
+    directory."""
+
+    ssl_dir: str = Setting(
+        "ssl_dir", "", str,
+        "where the generated CA (ca.pem, for clients; ca-key.pem, to sign client certificates) and server "
+        "certificate go, reused on the next start",
+        shown_default="$GROUP_BROKER_STATE_DIR/tls, else ./.group-broker/tls",
+    ).field()
+    ssl_cert: str | None = Setting(
+        "ssl_cert", None, str,
+        "PEM file with the certificate chain (leaf first) of TLS listeners, and its key unless --ssl-key is given, "
+        "instead of a generated one",
+        kafka="ssl.keystore.location", kafka_default="none (ssl.keystore.type=PEM)", shown_default="generated",
+    ).field()
+    ssl_key: str | None = Setting(
+        "ssl_key", None, str, "PEM file with the unencrypted private key of --ssl-cert", shown_default="in --ssl-cert",
+    ).field()
+    ssl_cert_hosts: tuple[str, ...] = Setting(
+        "ssl_cert_hosts", (), parse_names,
+        "HOST,...: extra names (or IP addresses) in the generated certificate, beside localhost, this machine's "
+        "name, 127.0.0.1, ::1 and every advertised host of every TLS listener",
+        from_toml_shape=names_from_toml,
+    ).field()
+    ssl_truststore: str | None = Setting(
+        "ssl_truststore", None, str, "PEM CA certificates that client certificates must chain to",
+        kafka="ssl.truststore.location", kafka_default="none", shown_default="the generated CA",
+    ).field()
+    ssl_client_auth: str = Setting(
+        "ssl_client_auth", "none", str,
+        "ask TLS clients for a certificate: none, requested (verified if sent) or required (no certificate, no "
+        "connection)",
+        kafka="ssl.client.auth", choices=SSL_CLIENT_AUTH,
+    ).field()
+    ssl_principal_mapping_rules: str = Setting(
+        "ssl_principal_mapping_rules", "DEFAULT", str,
+        "how an SSL client certificate's subject becomes the principal: RULE:regex/replacement/[L|U],...,DEFAULT "
+        "(DEFAULT: the whole DN, User:CN=alice,OU=eng)",
+        kafka="ssl.principal.mapping.rules",
+    ).field()
+
+    def __post_init__(self) -> None:
+        if self.ssl_key is not None and self.ssl_cert is None:
+            raise ValueError("`ssl_key` is the key of `ssl_cert`, which is not set")
+        if self.ssl_client_auth != "none" and self.ssl_cert is not None and self.ssl_truststore is None:
+            raise ValueError(
+                f"`ssl_client_auth` is {self.ssl_client_auth} with a certificate of your own (`ssl_cert`): "
+                "`ssl_truststore` must name the CA that client certificates chain to"
+            )
+        if self.ssl_principal_mapping_rules != "DEFAULT":
+            from broker.security.principal_mapping import PrincipalMapper  # a regex parser, stdlib only
+
+            PrincipalMapper(self.ssl_principal_mapping_rules)  # ValueError "Invalid rule: ..." refuses the start

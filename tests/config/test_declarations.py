@@ -14,12 +14,14 @@ import broker.storage.topics
 from broker.config import settings
 from broker.config.settings import Settings, SettingsError
 from broker.coordinator.config import GroupConfig
-from broker.server.settings import ClusterConfig
+from broker.server.settings import ClusterConfig, TlsConfig
 from broker.setting import DECLARED, Setting
 from broker.storage.topics import LogDefaults
 from broker.transactions.config import TxnConfig
 
-SECTIONS = {"group": GroupConfig, "log": LogDefaults, "txn": TxnConfig, "cluster": ClusterConfig}
+SECTIONS = {
+    "group": GroupConfig, "log": LogDefaults, "txn": TxnConfig, "cluster": ClusterConfig, "tls": TlsConfig,
+}
 # Each owner and the settings it declares (by Kafka's group of configs): a setting moving owner is a choice to
 # make here, not an accident.
 OWNED_BY_MODULE = {
@@ -27,6 +29,7 @@ OWNED_BY_MODULE = {
         "host", "port", "listeners", "advertised_listeners", "advertised_host", "advertised_port", "node_id",
         "cluster_id", "socket_request_max_bytes", "socket_send_buffer_high_bytes", "socket_send_buffer_low_bytes",
         "max_connections", "max_connections_per_ip", "max_connections_per_ip_overrides", "admin_host", "admin_port",
+        "listener_security_protocol_map",  # issue 30; the TLS settings are the tls section's
     },
     broker.storage.topics: {
         "max_partitions_per_request", "max_partitions_per_topic", "topic", "auto_create_topics_enable",

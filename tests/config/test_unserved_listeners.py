@@ -1,8 +1,7 @@
 """A listener whose security protocol the broker cannot speak refuses the start (issue 25 item 7): one line on
 stderr naming the listener and the protocol, exit 2, before anything binds, whether the listener comes from the
-flag, the variable or the TOML file. Only PLAINTEXT is served until the security issue; a listener named after
-no security protocol (INTERNAL, EXTERNAL) is a label on a plaintext listener, as ``listener.security.protocol.map``
-would map it."""
+flag, the variable or the TOML file. PLAINTEXT and SSL are served (issue 30's TLS part); a listener named after
+no security protocol (INTERNAL, EXTERNAL) and absent from ``listener.security.protocol.map`` is a plaintext one."""
 
 from __future__ import annotations
 
@@ -17,18 +16,19 @@ import pytest
 
 from broker.config import settings
 from broker.config.settings import Endpoint, Settings, SettingsError
+from broker.server.settings import SECURITY_PROTOCOLS, SERVED_SECURITY_PROTOCOLS
 from protocol.apis import ApiKey
 from protocol.codec import build
 from tests.conftest import ROOT, free_port, start_broker_process
 from tests.wire.client import WireClient, request_schema
 
-UNSERVED = ("SSL", "SASL_SSL", "SASL_PLAINTEXT")
+UNSERVED = tuple(p for p in SECURITY_PROTOCOLS if p not in SERVED_SECURITY_PROTOCOLS)
 
 
 def refusal(protocol: str, listener: str) -> str:
     return (
         f"group-broker serve: error: listener {listener}: security protocol {protocol} is not served by this broker "
-        "(only PLAINTEXT)"
+        f"(only {', '.join(SERVED_SECURITY_PROTOCOLS)})"
     )
 
 
@@ -90,8 +90,8 @@ def test_listener_names_are_read_as_kafka_reads_them_case_blind(held_ports: tupl
 
 def test_the_refusal_is_a_settings_error_for_every_caller() -> None:
     """The embedded broker and the pytest plugin build Settings too: none of them serves plaintext for SSL."""
-    with pytest.raises(SettingsError, match=r"^listener SSL://:9093: security protocol SSL is not served"):
-        settings.parse(["--listeners", "SSL://:9093"], environ={})
+    with pytest.raises(SettingsError, match=r"^listener SASL_SSL://:9093: security protocol SASL_SSL is not served"):
+        settings.parse(["--listeners", "SASL_SSL://:9093"], environ={})
     with pytest.raises(ValueError, match="security protocol SASL_PLAINTEXT is not served by this broker"):
         Settings(listeners=(Endpoint("INTERNAL", "", 9092), Endpoint("SASL_PLAINTEXT", "", 9093)))
     named = Settings(listeners=(Endpoint("INTERNAL", "", 9092), Endpoint("PLAINTEXT", "", 9093)))

@@ -1,0 +1,1 @@
+"""Security for the broker's listeners (issue 30): TLS, SASL and ACLs, one module per concern."""
