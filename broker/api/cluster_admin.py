@@ -1,4 +1,4 @@
-"""DescribeCluster (60), DeleteRecords (21) and the ACL APIs (DescribeAcls 29, CreateAcls 30, DeleteAcls 31).
+"""DescribeCluster (60) and DeleteRecords (21); the ACL APIs are broker/api/acls.py.
 
 Versions, as Kafka 4.0 serves them:
 - DescribeCluster 0-2: v1 adds EndpointType (KIP-919; a broker listener answers only type 1, brokers), v2 adds
@@ -7,9 +7,6 @@ Versions, as Kafka 4.0 serves them:
 - DeleteRecords 0-2 (v2 is flexible): ``KafkaApis.handleDeleteRecordsRequest``, ``ReplicaManager.deleteRecords``,
   ``Partition.deleteRecordsOnLeader`` and ``UnifiedLog.maybeIncrementLogStartOffset``. With one replica the
   low watermark is this log's start offset at once, so the timeout never comes into play.
-- DescribeAcls, CreateAcls, DeleteAcls 1-3 (KIP-896 removed v0): this broker has no authorizer, so every one is
-  answered SECURITY_DISABLED as ``AclApis`` does without one. The texts differ on purpose: Kafka's DescribeAcls
-  says "No Authorizer is configured on the broker", Create and Delete "No Authorizer is configured.".
 """
 
 from __future__ import annotations
@@ -33,8 +30,6 @@ ALL_CLUSTER_OPERATIONS = i32(sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12)))
 # DeleteRecordsRequest.HIGH_WATERMARK and DeleteRecordsResponse.INVALID_LOW_WATERMARK.
 _HIGH_WATERMARK = -1
 _INVALID_LOW_WATERMARK = i64(-1)
-DESCRIBE_ACLS_DISABLED = "No Authorizer is configured on the broker"
-ALTER_ACLS_DISABLED = "No Authorizer is configured."
 
 
 def describe_cluster(ctx: ApiContext, call: Call, body: Any) -> Any:
@@ -162,50 +157,7 @@ def _delete_records_error(version: int, body: Any, error: ErrorCode) -> Any:
     return build(cls, throttle_time=NO_THROTTLE, topics=topics)
 
 
-# Without an authorizer Kafka fails every ACL request as its getErrorResponse shapes it, with SECURITY_DISABLED.
-def describe_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
-    return _describe_acls_error(call.api_version, body, ErrorCode.security_disabled, DESCRIBE_ACLS_DISABLED)
-
-
-def create_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
-    return _create_acls_error(call.api_version, body, ErrorCode.security_disabled, ALTER_ACLS_DISABLED)
-
-
-def delete_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
-    return _delete_acls_error(call.api_version, body, ErrorCode.security_disabled, ALTER_ACLS_DISABLED)
-
-
-def _describe_acls_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
-    """DescribeAclsRequest.getErrorResponse: the top-level error and message, no resources."""
-    return build(
-        response_schema(ApiKey.DESCRIBE_ACLS, version),
-        throttle_time=NO_THROTTLE,
-        error_code=error,
-        error_message=error_message(error) if message is None else message,
-        resources=(),
-    )
-
-
-def _create_acls_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
-    """CreateAclsRequest.getErrorResponse: one result per creation, each the error."""
-    cls = response_schema(ApiKey.CREATE_ACLS, version)
-    text = error_message(error) if message is None else message
-    result = build(nested(cls, "AclCreationResult"), error_code=error, error_message=text)
-    return build(cls, throttle_time=NO_THROTTLE, results=tuple(result for _ in body.creations))
-
-
-def _delete_acls_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
-    """DeleteAclsRequest.getErrorResponse: one result per filter, each the error with no matching ACL."""
-    cls = response_schema(ApiKey.DELETE_ACLS, version)
-    text = error_message(error) if message is None else message
-    result = build(nested(cls, "DeleteAclsFilterResult"), error_code=error, error_message=text, matching_acls=())
-    return build(cls, throttle_time=NO_THROTTLE, filter_results=tuple(result for _ in body.filters))
-
-
 ROUTES = {
     ApiKey.DESCRIBE_CLUSTER: Route(describe_cluster, _describe_cluster_error),
     ApiKey.DELETE_RECORDS: Route(delete_records, _delete_records_error),
-    ApiKey.DESCRIBE_ACLS: Route(describe_acls, _describe_acls_error),
-    ApiKey.CREATE_ACLS: Route(create_acls, _create_acls_error),
-    ApiKey.DELETE_ACLS: Route(delete_acls, _delete_acls_error),
 }

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from broker.cluster.layout import Moved
     from broker.coordinator.coordinator import GroupCoordinator
+    from broker.security.authorizer import Authorizer
     from broker.server.durable import DurableState
     from broker.server.event_tally import EventTally
     from broker.server.host import OpenConnection
@@ -139,6 +140,12 @@ class BrokerServer:
         self.faults = FaultRules(self.clock, self.events)
         # Consulted once per request, before any path answers it (broker/server/gates.py); authentication next.
         self.gates: tuple[Gate, ...] = (FaultGate(self.faults, self._has_member),)
+        self.authorizer: Authorizer | None = None  # the ACLs' (issue 30); None when off: no request pays for it
+        if settings.acls.enabled:
+            from broker.security.gate import AuthorizationGate, authorizer_for
+
+            self.authorizer = authorizer_for(settings, self.events, self.clock.now_ms)
+            self.gates = (*self.gates, AuthorizationGate(self.authorizer))
         self.request_stats = RequestStats()
         self.connections_accepted = 0
         self._closed_since_trim = 0
@@ -366,6 +373,7 @@ class BrokerServer:
                 transactions=self.transactions,
                 control_url=control_url,
                 route=route,
+                authorizer=self.authorizer,
             )
         )
         self.listeners.append(listener)

@@ -1,0 +1,1 @@
+"""Security: TLS listeners, SASL authentication and ACL authorization (issue 30)."""
