@@ -150,7 +150,7 @@ class AuthorizationGate:
             return None
         authorizer = self._authorizer
         client = request.client
-        api = api_name(request.api_key)
+        api = "".join(word.capitalize() for word in api_name(request.api_key).split("_"))  # Kafka's: JoinGroup
         for operation, resource_type, name, error in checks(request.body, request.api_version):
             if name is _IDEMPOTENT_WRITE:
                 # IDEMPOTENT_WRITE on the cluster, else WRITE on any topic (spec 9.3); not logged for the first.
