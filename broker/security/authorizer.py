@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from broker.events.names import AUTHORIZATION_DENIED
 from broker.security.acls import (
     SUPPORTED_OPERATIONS,
     WILDCARD,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from broker.coordinator.client import Client
     from broker.events.hub import GroupEvents
 
-AUTHORIZATION_DENIED = "authorization_denied"  # the event (docs/events.md, "Security")
 # The made-up topic name authorize_by_resource_type tries first (Kafka's Authorizer default method uses "hardcode").
 _PROBE_NAME = "hardcode"
 _EVENT_INTERVAL_MS = 1000

@@ -319,7 +319,8 @@ class AclConfig:
     ).field()
     acl_file: str | None = Setting(
         "acl_file", None, str,
-        "ACLs to load at start, one per line: ALLOW|DENY PRINCIPAL HOST OPERATIONS TYPE:NAME [LITERAL|PREFIXED]",
+        "ACLs to load at start, one per line: ALLOW or DENY, principal, host, operations, TYPE:name, and LITERAL "
+        "(the default) or PREFIXED",
     ).field()
 
     @property

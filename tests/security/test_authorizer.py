@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker.coordinator.client import Client
+from broker.events.names import AUTHORIZATION_DENIED
 from broker.security.acls import (
     CLUSTER_NAME,
     AclFilter,
@@ -17,7 +18,7 @@ from broker.security.acls import (
     binding,
     binding_error,
 )
-from broker.security.authorizer import AUTHORIZATION_DENIED, Authorizer
+from broker.security.authorizer import Authorizer
 
 Op, R, P = Operation, ResourceType, PatternType
 DENY = Permission.DENY

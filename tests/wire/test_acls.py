@@ -149,12 +149,14 @@ def offset_commit(group_id: str, *topics: tuple[str, int]) -> Any:
     )
 
 
+def _indexes(count: int) -> tuple[i32, ...]:
+    return tuple(i32(p) for p in range(count))
+
+
 def offset_fetch(group_id: str, *topics: tuple[str, int], everything: bool = False) -> Any:
     version = 8
     wanted = None if everything else tuple(
-        part(
-            ApiKey.OFFSET_FETCH, version, "OffsetFetchRequestTopics", name=n, partition_indexes=tuple(map(i32, range(c)))
-        )
+        part(ApiKey.OFFSET_FETCH, version, "OffsetFetchRequestTopics", name=n, partition_indexes=_indexes(c))
         for n, c in topics
     )
     group = part(ApiKey.OFFSET_FETCH, version, "OffsetFetchRequestGroup", group_id=group_id, topics=wanted)
