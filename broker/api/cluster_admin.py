@@ -16,7 +16,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i64
 
+from broker.api.authorization import denied_topics
 from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, Route, error_message
+from broker.security.acls import CLUSTER_NAME, Operation, ResourceType
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -59,6 +61,14 @@ def describe_cluster(ctx: ApiContext, call: Call, body: Any) -> Any:
         rack=None,
         is_fenced=False,
     )
+    operations = NO_AUTHORIZED_OPERATIONS
+    if body.include_cluster_authorized_operations:
+        authorizer = ctx.authorizer  # issue 30: the operations the client may do on the cluster
+        operations = (
+            ALL_CLUSTER_OPERATIONS
+            if authorizer is None
+            else i32(authorizer.authorized_operations(call.client, ResourceType.CLUSTER, CLUSTER_NAME))
+        )
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -68,9 +78,7 @@ def describe_cluster(ctx: ApiContext, call: Call, body: Any) -> Any:
         cluster_id=identity.cluster_id,
         controller_id=node,  # Metadata's answer too: this broker stands in for the controller
         brokers=(broker,),
-        cluster_authorized_operations=(
-            ALL_CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else NO_AUTHORIZED_OPERATIONS
-        ),
+        cluster_authorized_operations=operations,
     )
 
 
@@ -85,10 +93,14 @@ def delete_records(ctx: ApiContext, call: Call, body: Any) -> Any:
         for p in topic.partitions:
             wanted.setdefault(topic.name, {})[int(p.partition_index)] = int(p.offset)
     topics = []
+    denied = denied_topics(ctx, call, "DeleteRecords", Operation.DELETE, wanted)  # issue 30: DELETE on the topic
     for name, partitions in wanted.items():
         answers = []
         for index, offset in partitions.items():
-            error, low_watermark = _delete_partition(ctx, name, index, offset)
+            if name in denied:
+                error, low_watermark = ErrorCode.topic_authorization_failed, _INVALID_LOW_WATERMARK
+            else:
+                error, low_watermark = _delete_partition(ctx, name, index, offset)
             answers.append(
                 build(partition_cls, partition_index=i32(index), low_watermark=low_watermark, error_code=error)
             )

@@ -40,6 +40,7 @@ from broker.coordinator.messages import (
     ConsumerHeartbeatResult,
     DescribedTopicPartitions,
 )
+from broker.security.acls import Operation, ResourceType
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -103,17 +104,25 @@ def consumer_group_describe(ctx: ApiContext, call: Call, body: Any) -> Any:
         return describe_error_response(version, body.group_ids, ErrorCode.unsupported_version)
     cls = response_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, version)
     with_operations = body.include_authorized_operations
-    groups = tuple(
-        _described_group(
-            cls,
+    authorizer = ctx.authorizer  # issue 30: DESCRIBE on each group, 30 in its entry (spec 10)
+    groups = []
+    for group_id in body.group_ids:
+        operations = ALL_GROUP_OPERATIONS
+        if authorizer is not None:
+            if not authorizer.authorize(
+                call.client, "ConsumerGroupDescribe", Operation.DESCRIBE, ResourceType.GROUP, group_id
+            ):
+                refused = ConsumerGroupDescription(group_id, ErrorCode.group_authorization_failed)
+                groups.append(_described_group(cls, refused, with_operations=False))
+                continue
+            operations = i32(authorizer.authorized_operations(call.client, ResourceType.GROUP, group_id))
+        described = (
             ConsumerGroupDescription(group_id, away)  # another node's group (issue 29)
             if (away := routed_away(ctx, group_id)) is not None
-            else ctx.coordinator.describe_consumer_group(group_id),
-            with_operations,
+            else ctx.coordinator.describe_consumer_group(group_id)
         )
-        for group_id in body.group_ids
-    )
-    return build(cls, throttle_time=NO_THROTTLE, groups=groups)
+        groups.append(_described_group(cls, described, with_operations, operations))
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
 
 
 def describe_error_response(version: int, group_ids: Iterable[str], error: ErrorCode) -> Any:
@@ -126,7 +135,9 @@ def describe_error_response(version: int, group_ids: Iterable[str], error: Error
     return build(cls, throttle_time=NO_THROTTLE, groups=groups)
 
 
-def _described_group(cls: type, d: ConsumerGroupDescription, with_operations: bool) -> Any:
+def _described_group(
+    cls: type, d: ConsumerGroupDescription, with_operations: bool, operations: i32 = ALL_GROUP_OPERATIONS
+) -> Any:
     member_cls = nested(cls, "Member")
     return build(
         nested(cls, "DescribedGroup"),
@@ -155,9 +166,7 @@ def _described_group(cls: type, d: ConsumerGroupDescription, with_operations: bo
             for m in d.members
         ),
         # Only for a described group, and only when asked (docs/spec/group-coordinator.md 14.1, section 9.3).
-        authorized_operations=ALL_GROUP_OPERATIONS
-        if with_operations and d.error is ErrorCode.none
-        else NO_AUTHORIZED_OPERATIONS,
+        authorized_operations=operations if with_operations and d.error is ErrorCode.none else NO_AUTHORIZED_OPERATIONS,
     )
 
 

@@ -203,12 +203,18 @@ def _topics(topic_cls: type, partition_cls: type, offsets: GroupOffsets) -> tupl
 
 def offset_delete(ctx: ApiContext, call: Call, body: Any) -> Any:
     # As for OffsetCommit, partitions missing from the metadata are answered here; group errors still win.
+    # Issue 30: READ on each topic, 29 on its partitions (the group's DELETE was the authorization gate's).
+    denied = denied_topics(ctx, call, "OffsetDelete", Operation.READ, (t.name for t in body.topics))
     wanted = [
         (t.name, tuple(p.partition_index for p in t.partitions if _exists(ctx, t.name, p.partition_index)))
         for t in body.topics
+        if t.name not in denied
     ]
     result = ctx.coordinator.delete_offsets(body.group_id, [(name, ps) for name, ps in wanted if ps])
     topics = _with_unknown_partitions(body, result.topics) if result.error is ErrorCode.none else ()
+    if denied and topics:
+        refused = ErrorCode.topic_authorization_failed
+        topics = tuple((t, tuple((p, refused if t in denied else e) for p, e in ps)) for t, ps in topics)
     cls = response_schema(ApiKey.OFFSET_DELETE, call.api_version)
     return build(
         cls,
