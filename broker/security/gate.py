@@ -49,6 +49,14 @@ def authorizer_for(settings: Settings, events: GroupEvents, now_ms: Callable[[],
     )
     if acls.acl_file:
         authorizer.add(load_acl_file(acls.acl_file))
+    if not authorizer.super_users and not authorizer.bindings and not authorizer.allow_if_no_acl:
+        from broker.log import get_logger
+
+        # Spec 14.1: ACLs on, nobody allowed anything, and nobody able to grant it (CreateAcls needs ALTER).
+        get_logger("kafka.authorizer.logger").warning(
+            "ACLs are on with no super user, no ACL and no --allow-everyone-if-no-acl-found: every request that "
+            "needs an ACL is denied (give --super-users or --acl-file)"
+        )
     return authorizer
 
 
@@ -97,9 +105,10 @@ def _add_partitions(body: Any, version: int) -> Iterator[Check]:
 def _find_coordinator(body: Any, version: int) -> Iterator[Check]:
     """v0-3 ask about one key, answered whole; v4+ keys are checked one by one by the handler."""
     if version < 4:
-        if body.key_type == 1:
+        key_type = getattr(body, "key_type", 0)  # v0 knows only groups
+        if key_type == 1:
             yield Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, body.key, _TXN
-        elif body.key_type == 0:
+        elif key_type == 0:
             yield Operation.DESCRIBE, ResourceType.GROUP, body.key, _GROUP
 
 

@@ -88,7 +88,7 @@ def metadata(*topics: str | None, version: int = 12, everything: bool = False, o
 
 def find_coordinator(key: str, *, key_type: int = 0, version: int = 4) -> Any:
     if version < 4:
-        return request(ApiKey.FIND_COORDINATOR, version, key=key, key_type=i8(key_type))
+        return request(ApiKey.FIND_COORDINATOR, version, key=key, **({"key_type": i8(key_type)} if version else {}))
     return request(ApiKey.FIND_COORDINATOR, version, key_type=i8(key_type), coordinator_keys=(key,))
 
 
@@ -228,7 +228,7 @@ async def test_40_allow_everyone_if_no_acl_found_until_someone_has_an_acl() -> N
         await server.stop()
 
 
-@pytest.mark.parametrize("version", [3, 4, 6])
+@pytest.mark.parametrize("version", [0, 3, 4, 6])
 async def test_41_find_coordinator_without_group_describe(
     acl_server: BrokerServer, client: WireClient, version: int
 ) -> None:
