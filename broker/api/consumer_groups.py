@@ -23,6 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
+from broker.api.authorization import denied_topics
 from broker.api.base import (
     NO_AUTHORIZED_OPERATIONS,
     NO_THROTTLE,
@@ -121,8 +122,20 @@ def consumer_group_describe(ctx: ApiContext, call: Call, body: Any) -> Any:
             if (away := routed_away(ctx, group_id)) is not None
             else ctx.coordinator.describe_consumer_group(group_id)
         )
+        if authorizer is not None and _hides_topics(ctx, call, described):
+            described = ConsumerGroupDescription(group_id, ErrorCode.topic_authorization_failed, _UNDESCRIBABLE)
         groups.append(_described_group(cls, described, with_operations, operations))
     return build(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+_UNDESCRIBABLE = "The group has described topic(s) that the client is not authorized to describe."
+
+
+def _hides_topics(ctx: ApiContext, call: Call, described: ConsumerGroupDescription) -> bool:
+    """Kafka 4.0: a group any of whose members is assigned (or targeted at) a topic the client may not DESCRIBE is
+    not described (KafkaApis.handleConsumerGroupDescribe)."""
+    names = {t.topic_name for m in described.members for t in (*m.assignment, *m.target_assignment)}
+    return bool(names) and bool(denied_topics(ctx, call, "ConsumerGroupDescribe", Operation.DESCRIBE, sorted(names)))
 
 
 def describe_error_response(version: int, group_ids: Iterable[str], error: ErrorCode) -> Any:

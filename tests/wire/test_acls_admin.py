@@ -229,3 +229,30 @@ async def test_acl_apis_keep_their_v1_shape(acl_server: BrokerServer, client: Wi
     ))  # fmt: skip
     assert [(r.resource_name, len(r.acls)) for r in described.resources] == [(CLUSTER_NAME, 2)]
 
+
+
+async def test_50_consumer_group_describe_of_a_group_assigned_an_undescribable_topic(
+    acl_server: BrokerServer, client: WireClient
+) -> None:
+    from broker.security.acls import AclFilter
+    from tests.wire.test_acls import SECOND
+
+    grant(acl_server, R.GROUP, "g-50", Op.READ)
+    grant(acl_server, R.TOPIC, "topic", Op.DESCRIBE)
+    beat = request(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, group_id="g-50", member_id="", member_epoch=i32(0), instance_id=None,
+        rack_id=None, rebalance_timeout=10 * SECOND, subscribed_topic_names=("topic",), server_assignor=None,
+        topic_partitions=(),
+    )  # fmt: skip
+    assert (await client.call(beat)).error_code is E.none
+    describe_50 = request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, group_ids=("g-50",), include_authorized_operations=False)
+    (group,) = (await client.call(describe_50)).groups
+    assert (group.error_code, len(group.members)) == (E.none, 1)
+    assert acl_server.authorizer is not None
+    acl_server.authorizer.delete([AclFilter(R.TOPIC, "topic", PatternType.LITERAL)])
+    (group,) = (await client.call(describe_50)).groups
+    assert (group.error_code, group.error_message, group.members) == (
+        E.topic_authorization_failed,
+        "The group has described topic(s) that the client is not authorized to describe.",
+        (),
+    )
