@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8, i32
+from kio.static.primitive import i8, i32, i64
 
 from broker.security.acls import CLUSTER_NAME, Operation, PatternType, ResourceType
 from broker.server.broker import BrokerServer
@@ -21,6 +21,7 @@ from tests.wire.test_configs import alter, describe
 from tests.wire.test_data_plane import init_producer_id_request, list_offsets_request
 from tests.wire.test_topic_admin import create_request, delete_request, grow_request, new_topic
 from tests.wire.test_transactions_api import add_partitions_request
+from tests.wire.test_txn_admin_api import call_describe
 from tests.wire.test_txn_offset_commit import txn_offset_commit
 
 E = ErrorCode
@@ -256,3 +257,47 @@ async def test_50_consumer_group_describe_of_a_group_assigned_an_undescribable_t
         "The group has described topic(s) that the client is not authorized to describe.",
         (),
     )
+
+
+async def test_transaction_admin_apis_need_describe_or_read(acl_server: BrokerServer, client: WireClient) -> None:
+    tid = "txn-seen"
+    grant(acl_server, R.TRANSACTIONAL_ID, tid, Op.WRITE)  # implies DESCRIBE
+    assert (await client.call(init_producer_id_request(4, tid))).error_code is E.none
+    assert acl_server.transactions is not None
+    described = await call_describe(client, tid, "txn-hidden")  # kafka-python's decoder: kio refuses Empty's -1
+    assert [(s.transactional_id, s.error_code) for s in described.transaction_states] == [
+        (tid, E.none), ("txn-hidden", E.transactional_id_authorization_failed),
+    ]  # fmt: skip
+    listed = await client.call(request(ApiKey.LIST_TRANSACTIONS, 1, state_filters=(), producer_id_filters=(),
+                                       duration_filter=i64(-1)))  # fmt: skip
+    assert [s.transactional_id for s in listed.transaction_states] == [tid]
+    acl_server.authorizer.delete([_txn_filter(tid)])  # type: ignore[union-attr]
+    listed = await client.call(request(ApiKey.LIST_TRANSACTIONS, 1, state_filters=(), producer_id_filters=(),
+                                       duration_filter=i64(-1)))  # fmt: skip
+    assert listed.transaction_states == ()
+    producers = request(ApiKey.DESCRIBE_PRODUCERS, 0, topics=(
+        part(ApiKey.DESCRIBE_PRODUCERS, 0, "TopicRequest", name="topic", partition_indexes=(i32(0),)),
+    ))  # fmt: skip
+    answer = await client.call(producers)
+    assert answer.topics[0].partitions[0].error_code is E.topic_authorization_failed
+    grant(acl_server, R.TOPIC, "topic", Op.READ)
+    assert (await client.call(producers)).topics[0].partitions[0].error_code is E.none
+
+
+def _txn_filter(tid: str) -> Any:
+    from broker.security.acls import AclFilter
+
+    return AclFilter(R.TRANSACTIONAL_ID, tid, PatternType.LITERAL)
+
+
+async def test_share_group_describe_needs_describe_on_each_group(
+    acl_server: BrokerServer, client: WireClient
+) -> None:
+    grant(acl_server, R.GROUP, "share-seen", Op.DESCRIBE)
+    answer = await client.call(
+        request(ApiKey.SHARE_GROUP_DESCRIBE, 1, group_ids=("share-seen", "share-hidden"),
+                include_authorized_operations=False)
+    )  # fmt: skip
+    assert [(g.group_id, g.error_code) for g in answer.groups] == [
+        ("share-seen", E.group_id_not_found), ("share-hidden", E.group_authorization_failed),
+    ]  # fmt: skip
