@@ -64,6 +64,14 @@ def _group_read(body: Any, version: int) -> Iterator[Check]:
     yield Operation.READ, ResourceType.GROUP, body.group_id, _GROUP
 
 
+def _sync_group(body: Any, version: int) -> Iterator[Check]:
+    """READ on the group, after v5's ProtocolType/ProtocolName presence check (INCONSISTENT_GROUP_PROTOCOL is the
+    handler's answer, KafkaApis.handleSyncGroupRequest checks it first)."""
+    if version >= 5 and (body.protocol_type is None or body.protocol_name is None):
+        return
+    yield from _group_read(body, version)
+
+
 def _group_delete(body: Any, version: int) -> Iterator[Check]:
     yield Operation.DELETE, ResourceType.GROUP, body.group_id, _GROUP
 
@@ -122,7 +130,7 @@ def _cluster(operation: Operation) -> Callable[[Any, int], Iterator[Check]]:
 # API key -> the checks that fail its whole request (spec 10, the "whole" rows), in Kafka's order.
 WHOLE_REQUEST_CHECKS: dict[int, Callable[[Any, int], Iterator[Check]]] = {
     ApiKey.JOIN_GROUP: _group_read,
-    ApiKey.SYNC_GROUP: _group_read,
+    ApiKey.SYNC_GROUP: _sync_group,
     ApiKey.HEARTBEAT: _group_read,
     ApiKey.LEAVE_GROUP: _group_read,
     ApiKey.OFFSET_COMMIT: _group_read,

@@ -527,3 +527,13 @@ async def test_authorization_denied_is_an_event(acl_server: BrokerServer, client
     denied = [r for r in seen if r["event"] == "authorization_denied"]
     assert [(r["group_id"], r["principal"], r["api"], r["resource_type"], r["resource_name"], r["operation"])
             for r in denied] == [("g-event", ME, "JoinGroup", "GROUP", "g-event", "READ")]  # fmt: skip
+
+
+@pytest.mark.parametrize("complete", [False, True])
+async def test_sync_group_checks_v5_protocol_fields_before_read(client: WireClient, complete: bool) -> None:
+    sync = request(
+        ApiKey.SYNC_GROUP, 5, group_id="g-sync", generation_id=i32(1), member_id="m", group_instance_id=None,
+        protocol_type="consumer" if complete else None, protocol_name="range" if complete else None, assignments=(),
+    )  # fmt: skip
+    answer = await client.call(sync)
+    assert answer.error_code is (E.group_authorization_failed if complete else E.inconsistent_group_protocol)
