@@ -139,6 +139,9 @@ WHOLE_REQUEST_CHECKS: dict[int, Callable[[Any, int], Iterator[Check]]] = {
     ApiKey.SHARE_GROUP_HEARTBEAT: _heartbeat,
     ApiKey.SHARE_FETCH: _group_read,
     ApiKey.SHARE_ACKNOWLEDGE: _group_read,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _group_read,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _group_delete,
+    ApiKey.WRITE_TXN_MARKERS: _cluster(Operation.CLUSTER_ACTION),  # the brokers' own API
     ApiKey.PRODUCE: _produce,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions,

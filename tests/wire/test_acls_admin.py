@@ -301,3 +301,23 @@ async def test_share_group_describe_needs_describe_on_each_group(
     assert [(g.group_id, g.error_code) for g in answer.groups] == [
         ("share-seen", E.group_id_not_found), ("share-hidden", E.group_authorization_failed),
     ]  # fmt: skip
+
+
+async def test_share_offset_admin_and_write_txn_markers_are_refused_whole(client: WireClient) -> None:
+    altered = await client.call(request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, group_id="share-g", topics=()))
+    assert altered.error_code is E.group_authorization_failed
+    deleted = await client.call(request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, group_id="share-g", topics=()))
+    assert deleted.error_code is E.group_authorization_failed
+    topic = part(ApiKey.WRITE_TXN_MARKERS, 1, "WritableTxnMarkerTopic", name="topic", partition_indexes=(i32(0),))
+    marker = part(ApiKey.WRITE_TXN_MARKERS, 1, "WritableTxnMarker", producer_id=i64(1), producer_epoch=_i16(0),
+                  transaction_result=False, topics=(topic,), coordinator_epoch=i32(0))  # fmt: skip
+    markers = await client.call(request(ApiKey.WRITE_TXN_MARKERS, 1, markers=(marker,)))
+    assert [(m.producer_id, p.error_code) for m in markers.markers for t in m.topics for p in t.partitions] == [
+        (1, E.cluster_authorization_failed)
+    ]
+
+
+def _i16(value: int) -> Any:
+    from kio.static.primitive import i16
+
+    return i16(value)
