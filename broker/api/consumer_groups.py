@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import uuid
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -70,8 +71,17 @@ def consumer_group_heartbeat(ctx: ApiContext, call: Call, body: Any) -> Any:
         else tuple((t.topic_id or _ZERO_UUID, tuple(t.partitions)) for t in owned),
         api_version=version,
         client=call.client,
+        describable=None if ctx.authorizer is None else partial(_describable, ctx, call),
     )
     return heartbeat_response(version, ctx.coordinator.consumer_heartbeat(request))
+
+
+def _describable(ctx: ApiContext, call: Call, topic: str) -> bool:
+    """Issue 30: a topic the member's regex may resolve to (DESCRIBE; a drop is silent, as in Kafka 4.0)."""
+    assert ctx.authorizer is not None
+    return ctx.authorizer.authorize(
+        call.client, "ConsumerGroupHeartbeat", Operation.DESCRIBE, ResourceType.TOPIC, topic, report=False
+    )
 
 
 def heartbeat_response(version: int, result: ConsumerHeartbeatResult) -> Any:

@@ -537,3 +537,23 @@ async def test_sync_group_checks_v5_protocol_fields_before_read(client: WireClie
     )  # fmt: skip
     answer = await client.call(sync)
     assert answer.error_code is (E.group_authorization_failed if complete else E.inconsistent_group_protocol)
+
+
+async def test_49_a_regex_subscription_drops_the_topics_the_member_may_not_describe(
+    acl_server: BrokerServer, client: WireClient
+) -> None:
+    grant(acl_server, R.GROUP, "g-regex", Op.READ)
+    grant(acl_server, R.TOPIC, "topic", Op.DESCRIBE)  # "other" matches the regex too, but is not describable
+    beat = request(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, group_id="g-regex", member_id="m-regex-0000000000", member_epoch=i32(0),
+        instance_id=None,
+        rack_id=None, rebalance_timeout=10 * SECOND, subscribed_topic_names=None, subscribed_topic_regex="topic|other",
+        server_assignor=None, topic_partitions=(),
+    )  # fmt: skip
+    answer = await client.call(beat)
+    assert answer.error_code is E.none
+    topic = acl_server.topics.get("topic")
+    assert topic is not None and answer.assignment is not None
+    assert [(t.topic_id, sorted(t.partitions)) for t in answer.assignment.topic_partitions] == [
+        (topic.topic_id, [0, 1, 2])
+    ]
