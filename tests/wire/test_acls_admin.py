@@ -321,3 +321,35 @@ def _i16(value: int) -> Any:
     from kio.static.primitive import i16
 
     return i16(value)
+
+
+async def test_leave_and_delete_groups_need_read_and_delete(acl_server: BrokerServer, client: WireClient) -> None:
+    member = part(ApiKey.LEAVE_GROUP, 3, "MemberIdentity", member_id="m", group_instance_id=None)
+    left = await client.call(request(ApiKey.LEAVE_GROUP, 3, group_id="g-leave", members=(member,)))
+    assert (left.error_code, left.members) == (E.group_authorization_failed, ())
+    grant(acl_server, R.GROUP, "g-del-", Op.DELETE, pattern_type=PatternType.PREFIXED)
+    deleted = await client.call(request(ApiKey.DELETE_GROUPS, 2, groups_names=("g-del-1", "g-keep")))
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [
+        ("g-del-1", E.group_id_not_found), ("g-keep", E.group_authorization_failed),
+    ]  # fmt: skip
+
+
+async def test_end_txn_add_offsets_and_transactional_produce_need_write_on_the_id(
+    acl_server: BrokerServer, client: WireClient
+) -> None:
+    from tests.storage import make_batch
+    from tests.wire.test_data_plane import produce_request
+    from tests.wire.test_transactions_api import add_offsets_request, end_request
+
+    tid = "txn-end"
+    assert (await client.call(end_request(3, tid, 0, 0, True))).error_code is E.transactional_id_authorization_failed
+    added = await client.call(add_offsets_request(3, tid, 0, 0, "g-txn"))
+    assert added.error_code is E.transactional_id_authorization_failed
+    produced = await client.call(produce_request(9, [(0, make_batch(1))], transactional_id=tid))
+    assert produced.responses[0].partition_responses[0].error_code is E.transactional_id_authorization_failed
+    grant(acl_server, R.TRANSACTIONAL_ID, tid, Op.WRITE)
+    added = await client.call(add_offsets_request(3, tid, 0, 0, "g-txn"))
+    assert added.error_code is E.group_authorization_failed  # then READ on the group
+    grant(acl_server, R.GROUP, "g-txn", Op.READ)
+    added = await client.call(add_offsets_request(3, tid, 0, 0, "g-txn"))
+    assert added.error_code not in (E.group_authorization_failed, E.transactional_id_authorization_failed)
