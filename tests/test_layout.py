@@ -41,6 +41,9 @@ RANKS: dict[str, int] = {
     # The server's setting declarations and the listener syntax they parse: a leaf (it imports only
     # broker.setting) ranked below config/, which collects them into Settings; the rest of the server stays above.
     "broker.server.settings": 3,
+    # ACLs (issue 30): the bindings, the ACL file and the StandardAuthorizer's decisions, imported by api/ (the
+    # per-resource checks) and server/ (whose acl_gate.py checks a whole request, beside the other gates).
+    "broker.security": 3,
     "broker.config": 4,
     "broker.api": 5,
     "broker.server": 6,

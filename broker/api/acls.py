@@ -4,7 +4,7 @@
 Without an authorizer every one is answered SECURITY_DISABLED, as ``AclApis`` does without one (the texts differ
 on purpose: DescribeAcls says "No Authorizer is configured on the broker", Create and Delete "No Authorizer is
 configured."). With one, the cluster checks (DESCRIBE / ALTER) come first, in the authorization gate
-(broker/security/gate.py); here: filters and bindings are validated (INVALID_REQUEST for the one refused, the
+(broker/server/acl_gate.py); here: filters and bindings are validated (INVALID_REQUEST for the one refused, the
 others go on), and changes apply before the answer (no metadata-log propagation delay: a deviation on purpose).
 """
 

@@ -142,7 +142,7 @@ class BrokerServer:
         self.gates: tuple[Gate, ...] = (FaultGate(self.faults, self._has_member),)
         self.authorizer: Authorizer | None = None  # the ACLs' (issue 30); None when off: no request pays for it
         if settings.acls.enabled:
-            from broker.security.gate import AuthorizationGate, authorizer_for
+            from broker.server.acl_gate import AuthorizationGate, authorizer_for
 
             self.authorizer = authorizer_for(settings, self.events, self.clock.now_ms)
             self.gates = (*self.gates, AuthorizationGate(self.authorizer))

@@ -15,7 +15,7 @@ from broker.api.base import Call
 from broker.api.dispatch import HANDLERS
 from broker.coordinator.client import Client
 from broker.security.acls import Operation, ResourceType, binding
-from broker.security.gate import AuthorizationGate
+from broker.server.acl_gate import AuthorizationGate
 from broker.server.broker import BrokerServer
 from broker.server.gates import Answer, GateRequest
 from broker.server.settings import AclConfig
