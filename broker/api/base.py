@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # annotations only: `serve` answers its first ApiVersions bef
     from broker.coordinator.client import Client
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.coordinator.messages import PartitionErrors
+    from broker.security.authorizer import Authorizer
     from broker.storage.delayed_fetch import DelayedFetches
     from broker.storage.topics import TopicRegistry
     from broker.transactions.coordinator import TransactionCoordinator
@@ -93,6 +94,8 @@ class ApiContext:
     # This listener's node of a multi-node broker (issue 29: who coordinates and leads what); None for one node,
     # which coordinates and leads everything, as before.
     route: NodeRoute | None = None
+    # The ACL authorizer (issue 30, broker/security/authorizer.py); None when ACLs are off: handlers check nothing.
+    authorizer: Authorizer | None = None
 
 
 @dataclass(slots=True, frozen=True)

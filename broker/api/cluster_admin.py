@@ -1,4 +1,4 @@
-"""DescribeCluster (60), DeleteRecords (21) and the ACL APIs (DescribeAcls 29, CreateAcls 30, DeleteAcls 31).
+"""DescribeCluster (60) and DeleteRecords (21); the ACL APIs are broker/api/acls.py.
 
 Versions, as Kafka 4.0 serves them:
 - DescribeCluster 0-2: v1 adds EndpointType (KIP-919; a broker listener answers only type 1, brokers), v2 adds
@@ -7,9 +7,6 @@ Versions, as Kafka 4.0 serves them:
 - DeleteRecords 0-2 (v2 is flexible): ``KafkaApis.handleDeleteRecordsRequest``, ``ReplicaManager.deleteRecords``,
   ``Partition.deleteRecordsOnLeader`` and ``UnifiedLog.maybeIncrementLogStartOffset``. With one replica the
   low watermark is this log's start offset at once, so the timeout never comes into play.
-- DescribeAcls, CreateAcls, DeleteAcls 1-3 (KIP-896 removed v0): this broker has no authorizer, so every one is
-  answered SECURITY_DISABLED as ``AclApis`` does without one. The texts differ on purpose: Kafka's DescribeAcls
-  says "No Authorizer is configured on the broker", Create and Delete "No Authorizer is configured.".
 """
 
 from __future__ import annotations
@@ -19,7 +16,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i64
 
+from broker.api.authorization import denied_topics
 from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, Route, error_message
+from broker.security.acls import CLUSTER_NAME, Operation, ResourceType
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -33,8 +32,6 @@ ALL_CLUSTER_OPERATIONS = i32(sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12)))
 # DeleteRecordsRequest.HIGH_WATERMARK and DeleteRecordsResponse.INVALID_LOW_WATERMARK.
 _HIGH_WATERMARK = -1
 _INVALID_LOW_WATERMARK = i64(-1)
-DESCRIBE_ACLS_DISABLED = "No Authorizer is configured on the broker"
-ALTER_ACLS_DISABLED = "No Authorizer is configured."
 
 
 def describe_cluster(ctx: ApiContext, call: Call, body: Any) -> Any:
@@ -64,6 +61,14 @@ def describe_cluster(ctx: ApiContext, call: Call, body: Any) -> Any:
         rack=None,
         is_fenced=False,
     )
+    operations = NO_AUTHORIZED_OPERATIONS
+    if body.include_cluster_authorized_operations:
+        authorizer = ctx.authorizer  # issue 30: the operations the client may do on the cluster
+        operations = (
+            ALL_CLUSTER_OPERATIONS
+            if authorizer is None
+            else i32(authorizer.authorized_operations(call.client, ResourceType.CLUSTER, CLUSTER_NAME))
+        )
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -73,9 +78,7 @@ def describe_cluster(ctx: ApiContext, call: Call, body: Any) -> Any:
         cluster_id=identity.cluster_id,
         controller_id=node,  # Metadata's answer too: this broker stands in for the controller
         brokers=(broker,),
-        cluster_authorized_operations=(
-            ALL_CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else NO_AUTHORIZED_OPERATIONS
-        ),
+        cluster_authorized_operations=operations,
     )
 
 
@@ -90,10 +93,14 @@ def delete_records(ctx: ApiContext, call: Call, body: Any) -> Any:
         for p in topic.partitions:
             wanted.setdefault(topic.name, {})[int(p.partition_index)] = int(p.offset)
     topics = []
+    denied = denied_topics(ctx, call, "DeleteRecords", Operation.DELETE, wanted)  # issue 30: DELETE on the topic
     for name, partitions in wanted.items():
         answers = []
         for index, offset in partitions.items():
-            error, low_watermark = _delete_partition(ctx, name, index, offset)
+            if name in denied:
+                error, low_watermark = ErrorCode.topic_authorization_failed, _INVALID_LOW_WATERMARK
+            else:
+                error, low_watermark = _delete_partition(ctx, name, index, offset)
             answers.append(
                 build(partition_cls, partition_index=i32(index), low_watermark=low_watermark, error_code=error)
             )
@@ -162,50 +169,7 @@ def _delete_records_error(version: int, body: Any, error: ErrorCode) -> Any:
     return build(cls, throttle_time=NO_THROTTLE, topics=topics)
 
 
-# Without an authorizer Kafka fails every ACL request as its getErrorResponse shapes it, with SECURITY_DISABLED.
-def describe_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
-    return _describe_acls_error(call.api_version, body, ErrorCode.security_disabled, DESCRIBE_ACLS_DISABLED)
-
-
-def create_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
-    return _create_acls_error(call.api_version, body, ErrorCode.security_disabled, ALTER_ACLS_DISABLED)
-
-
-def delete_acls(ctx: ApiContext, call: Call, body: Any) -> Any:
-    return _delete_acls_error(call.api_version, body, ErrorCode.security_disabled, ALTER_ACLS_DISABLED)
-
-
-def _describe_acls_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
-    """DescribeAclsRequest.getErrorResponse: the top-level error and message, no resources."""
-    return build(
-        response_schema(ApiKey.DESCRIBE_ACLS, version),
-        throttle_time=NO_THROTTLE,
-        error_code=error,
-        error_message=error_message(error) if message is None else message,
-        resources=(),
-    )
-
-
-def _create_acls_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
-    """CreateAclsRequest.getErrorResponse: one result per creation, each the error."""
-    cls = response_schema(ApiKey.CREATE_ACLS, version)
-    text = error_message(error) if message is None else message
-    result = build(nested(cls, "AclCreationResult"), error_code=error, error_message=text)
-    return build(cls, throttle_time=NO_THROTTLE, results=tuple(result for _ in body.creations))
-
-
-def _delete_acls_error(version: int, body: Any, error: ErrorCode, message: str | None = None) -> Any:
-    """DeleteAclsRequest.getErrorResponse: one result per filter, each the error with no matching ACL."""
-    cls = response_schema(ApiKey.DELETE_ACLS, version)
-    text = error_message(error) if message is None else message
-    result = build(nested(cls, "DeleteAclsFilterResult"), error_code=error, error_message=text, matching_acls=())
-    return build(cls, throttle_time=NO_THROTTLE, filter_results=tuple(result for _ in body.filters))
-
-
 ROUTES = {
     ApiKey.DESCRIBE_CLUSTER: Route(describe_cluster, _describe_cluster_error),
     ApiKey.DELETE_RECORDS: Route(delete_records, _delete_records_error),
-    ApiKey.DESCRIBE_ACLS: Route(describe_acls, _describe_acls_error),
-    ApiKey.CREATE_ACLS: Route(create_acls, _create_acls_error),
-    ApiKey.DELETE_ACLS: Route(delete_acls, _delete_acls_error),
 }

@@ -33,8 +33,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
+from broker.api.authorization import check_config_access
 from broker.api.base import NO_THROTTLE, ApiContext, Call, ErrorAnswer, Refused, Route, error_message
 from broker.config.settings import OPTIONS, Endpoint, Settings
+from broker.security.acls import Operation
 from broker.storage.topics import KNOWN_TOPIC_CONFIGS, InvalidConfig, check_configs, shown, topic_name_problem
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -153,6 +155,9 @@ def describe_configs(ctx: ApiContext, call: Call, body: Any) -> Any:
     results = []
     for resource in body.resources:
         try:
+            check_config_access(  # issue 30
+                ctx, call, "DescribeConfigs", Operation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name
+            )
             entries = _describe(ctx, resource.resource_type, resource.resource_name)
             error, message = ErrorCode.none, None
         except Refused as refusal:
@@ -385,6 +390,10 @@ def _alter(ctx: ApiContext, call: Call, body: Any, api: ApiKey, change: _Change)
             if counts[(resource.resource_type, resource.resource_name)] > 1:
                 # ConfigAdminManager.preprocess: a resource named twice is refused, every time it is named.
                 raise Refused(ErrorCode.invalid_request, "Duplicate resource.")
+            check_config_access(  # issue 30
+                ctx, call, api.name.title().replace("_", ""), Operation.ALTER_CONFIGS, resource.resource_type,
+                resource.resource_name,
+            )
             planned.append((resource, ErrorCode.none, None, _plan(ctx, resource, change)))
         except Refused as refusal:
             planned.append((resource, refusal.error, refusal.message, None))

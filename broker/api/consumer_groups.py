@@ -18,11 +18,13 @@ from __future__ import annotations
 import datetime
 import uuid
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32
 
+from broker.api.authorization import denied_topics
 from broker.api.base import (
     NO_AUTHORIZED_OPERATIONS,
     NO_THROTTLE,
@@ -40,6 +42,7 @@ from broker.coordinator.messages import (
     ConsumerHeartbeatResult,
     DescribedTopicPartitions,
 )
+from broker.security.acls import Operation, ResourceType
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -68,8 +71,17 @@ def consumer_group_heartbeat(ctx: ApiContext, call: Call, body: Any) -> Any:
         else tuple((t.topic_id or _ZERO_UUID, tuple(t.partitions)) for t in owned),
         api_version=version,
         client=call.client,
+        describable=None if ctx.authorizer is None else partial(_describable, ctx, call),
     )
     return heartbeat_response(version, ctx.coordinator.consumer_heartbeat(request))
+
+
+def _describable(ctx: ApiContext, call: Call, topic: str) -> bool:
+    """Issue 30: a topic the member's regex may resolve to (DESCRIBE; a drop is silent, as in Kafka 4.0)."""
+    assert ctx.authorizer is not None
+    return ctx.authorizer.authorize(
+        call.client, "ConsumerGroupHeartbeat", Operation.DESCRIBE, ResourceType.TOPIC, topic, report=False
+    )
 
 
 def heartbeat_response(version: int, result: ConsumerHeartbeatResult) -> Any:
@@ -103,17 +115,37 @@ def consumer_group_describe(ctx: ApiContext, call: Call, body: Any) -> Any:
         return describe_error_response(version, body.group_ids, ErrorCode.unsupported_version)
     cls = response_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, version)
     with_operations = body.include_authorized_operations
-    groups = tuple(
-        _described_group(
-            cls,
+    authorizer = ctx.authorizer  # issue 30: DESCRIBE on each group, 30 in its entry (spec 10)
+    groups = []
+    for group_id in body.group_ids:
+        operations = ALL_GROUP_OPERATIONS
+        if authorizer is not None:
+            if not authorizer.authorize(
+                call.client, "ConsumerGroupDescribe", Operation.DESCRIBE, ResourceType.GROUP, group_id
+            ):
+                refused = ConsumerGroupDescription(group_id, ErrorCode.group_authorization_failed)
+                groups.append(_described_group(cls, refused, with_operations=False))
+                continue
+            operations = i32(authorizer.authorized_operations(call.client, ResourceType.GROUP, group_id))
+        described = (
             ConsumerGroupDescription(group_id, away)  # another node's group (issue 29)
             if (away := routed_away(ctx, group_id)) is not None
-            else ctx.coordinator.describe_consumer_group(group_id),
-            with_operations,
+            else ctx.coordinator.describe_consumer_group(group_id)
         )
-        for group_id in body.group_ids
-    )
-    return build(cls, throttle_time=NO_THROTTLE, groups=groups)
+        if authorizer is not None and _hides_topics(ctx, call, described):
+            described = ConsumerGroupDescription(group_id, ErrorCode.topic_authorization_failed, _UNDESCRIBABLE)
+        groups.append(_described_group(cls, described, with_operations, operations))
+    return build(cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+_UNDESCRIBABLE = "The group has described topic(s) that the client is not authorized to describe."
+
+
+def _hides_topics(ctx: ApiContext, call: Call, described: ConsumerGroupDescription) -> bool:
+    """Kafka 4.0: a group any of whose members is assigned (or targeted at) a topic the client may not DESCRIBE is
+    not described (KafkaApis.handleConsumerGroupDescribe)."""
+    names = {t.topic_name for m in described.members for t in (*m.assignment, *m.target_assignment)}
+    return bool(names) and bool(denied_topics(ctx, call, "ConsumerGroupDescribe", Operation.DESCRIBE, sorted(names)))
 
 
 def describe_error_response(version: int, group_ids: Iterable[str], error: ErrorCode) -> Any:
@@ -126,7 +158,9 @@ def describe_error_response(version: int, group_ids: Iterable[str], error: Error
     return build(cls, throttle_time=NO_THROTTLE, groups=groups)
 
 
-def _described_group(cls: type, d: ConsumerGroupDescription, with_operations: bool) -> Any:
+def _described_group(
+    cls: type, d: ConsumerGroupDescription, with_operations: bool, operations: i32 = ALL_GROUP_OPERATIONS
+) -> Any:
     member_cls = nested(cls, "Member")
     return build(
         nested(cls, "DescribedGroup"),
@@ -155,9 +189,7 @@ def _described_group(cls: type, d: ConsumerGroupDescription, with_operations: bo
             for m in d.members
         ),
         # Only for a described group, and only when asked (docs/spec/group-coordinator.md 14.1, section 9.3).
-        authorized_operations=ALL_GROUP_OPERATIONS
-        if with_operations and d.error is ErrorCode.none
-        else NO_AUTHORIZED_OPERATIONS,
+        authorized_operations=operations if with_operations and d.error is ErrorCode.none else NO_AUTHORIZED_OPERATIONS,
     )
 
 

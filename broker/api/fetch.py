@@ -16,7 +16,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i32, i64
 
+from broker.api.authorization import NOTHING, denied_topics
 from broker.api.base import NO_THROTTLE, ApiContext, Call, Route, millis
+from broker.security.acls import Operation, ResourceType
 from broker.storage.delayed_fetch import FetchPosition, available_bytes
 from broker.storage.partition_log import LEADER_EPOCH, PartitionLog
 from broker.storage.topics import Topic, TopicRegistry
@@ -80,9 +82,17 @@ def fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
     by_id = version >= 13
     route = ctx.route  # None on one node: it leads every partition, in epoch 0
     requested: list[tuple[Any, Topic | None, list[_Read]]] = []
+    authorizer = ctx.authorizer  # issue 30: READ on each topic, 29 on its partitions (spec 10)
     for fetch_topic in body.topics:
         topic = ctx.topics.by_id(fetch_topic.topic_id) if by_id else ctx.topics.get(fetch_topic.topic)
         missing = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
+        name = topic.name if topic is not None else None if by_id else fetch_topic.topic
+        if (
+            authorizer is not None
+            and name is not None
+            and not authorizer.authorize(call.client, "Fetch", Operation.READ, ResourceType.TOPIC, name)
+        ):
+            topic, missing = None, ErrorCode.topic_authorization_failed
         reads = []
         for p in fetch_topic.partitions:
             log = topic.log(p.partition) if topic is not None else None
@@ -299,11 +309,20 @@ def list_offsets(ctx: ApiContext, call: Call, body: Any) -> Any:
         for p in t.partitions:
             seen[(t.name, p.partition_index)] = seen.get((t.name, p.partition_index), 0) + 1
 
+    # Issue 30: DESCRIBE on each topic, 29 on its partitions (spec 10).
+    denied = (
+        NOTHING
+        if ctx.authorizer is None
+        else denied_topics(ctx, call, "ListOffsets", Operation.DESCRIBE, (t.name for t in body.topics))
+    )
+
     def answer(name: str, p: Any) -> Any:
         error, timestamp, offset = ErrorCode.none, -1, -1
-        topic = ctx.topics.get(name)
+        topic = ctx.topics.get(name) if name not in denied else None
         log = topic.log(p.partition_index) if topic is not None else None
-        if seen[(name, p.partition_index)] > 1:
+        if name in denied:
+            error = ErrorCode.topic_authorization_failed
+        elif seen[(name, p.partition_index)] > 1:
             error = ErrorCode.invalid_request  # KafkaApis refuses partitions listed twice
         elif log is None:
             error = ErrorCode.unknown_topic_or_partition

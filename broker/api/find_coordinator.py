@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from broker.api.base import ERROR_MESSAGES, NO_THROTTLE, ApiContext, Call, RequestIdentity, Route, error_message
+from broker.security.acls import Operation, ResourceType
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -56,7 +57,18 @@ def find_coordinator(ctx: ApiContext, call: Call, body: Any) -> Any:
 
     coordinator_cls = nested(cls, "Coordinator")
     entries = []
+    authorizer = ctx.authorizer  # issue 30: DESCRIBE on each key (v0-3: the authorization gate's, whole)
     for key in body.coordinator_keys:
+        if authorizer is not None and request_error is None and key_type in (GROUP, TRANSACTION):
+            kind = ResourceType.GROUP if key_type == GROUP else ResourceType.TRANSACTIONAL_ID
+            if not authorizer.authorize(call.client, "FindCoordinator", Operation.DESCRIBE, kind, key):
+                denial = (
+                    ErrorCode.group_authorization_failed
+                    if key_type == GROUP
+                    else ErrorCode.transactional_id_authorization_failed
+                )
+                entries.append(build(coordinator_cls, key=key, error_message=error_message(denial), **locate(denial)))
+                continue
         if request_error is not None:
             refused = ERROR_MESSAGES[request_error]
             entries.append(build(coordinator_cls, key=key, error_message=refused, **locate(request_error)))

@@ -25,6 +25,7 @@ from broker.api.base import (
 )
 from broker.coordinator.group_type import GroupType
 from broker.coordinator.messages import GroupDescription
+from broker.security.acls import CLUSTER_NAME, Operation, ResourceType
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -39,8 +40,14 @@ def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
     group_cls = nested(cls, "DescribedGroup")
     member_cls = nested(cls, "DescribedGroupMember")
     with_operations = getattr(body, "include_authorized_operations", False)
+    authorizer = ctx.authorizer  # issue 30: DESCRIBE on each group, 30 in its entry (spec 10)
     described = []
     for group_id in body.groups:
+        if authorizer is not None and not authorizer.authorize(
+            call.client, "DescribeGroups", Operation.DESCRIBE, ResourceType.GROUP, group_id
+        ):
+            described.append(_group_error(group_cls, group_id, ErrorCode.group_authorization_failed))
+            continue
         away = routed_away(ctx, group_id)
         if away is not None:  # another node's group (issue 29): its entry as DescribeGroupsResponse.groupError
             described.append(_group_error(group_cls, group_id, away))
@@ -57,6 +64,11 @@ def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
         error, message = d.error, None
         if missing is not None and call.api_version >= _NOT_FOUND_VERSION:
             error, message = ErrorCode.group_id_not_found, missing
+        operations = NO_AUTHORIZED_OPERATIONS
+        if with_operations and error is ErrorCode.none:
+            operations = ALL_GROUP_OPERATIONS
+            if authorizer is not None:
+                operations = i32(authorizer.authorized_operations(call.client, ResourceType.GROUP, group_id))
         described.append(
             build(
                 group_cls,
@@ -78,9 +90,7 @@ def describe_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
                     )
                     for m in d.members
                 ),
-                authorized_operations=(
-                    ALL_GROUP_OPERATIONS if with_operations and error is ErrorCode.none else NO_AUTHORIZED_OPERATIONS
-                ),
+                authorized_operations=operations,
             )
         )
     return build(cls, throttle_time=NO_THROTTLE, groups=tuple(described))
@@ -98,6 +108,18 @@ def list_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
             error, groups = ErrorCode.coordinator_load_in_progress, ()
         else:
             groups = tuple(g for g in groups if route.coordinates_group(g.group_id))
+    authorizer = ctx.authorizer
+    if authorizer is not None and not authorizer.authorize(
+        call.client, "ListGroups", Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, report=False
+    ):
+        # Without DESCRIBE on the cluster, only the groups the client may DESCRIBE; no error (spec 10).
+        groups = tuple(
+            g
+            for g in groups
+            if authorizer.authorize(
+                call.client, "ListGroups", Operation.DESCRIBE, ResourceType.GROUP, g.group_id, report=False
+            )
+        )
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -120,6 +142,11 @@ def delete_groups(ctx: ApiContext, call: Call, body: Any) -> Any:
     result_cls = nested(cls, "DeletableGroupResult")
     names = body.groups_names
     away = {g: e for g in names if (e := routed_away(ctx, g)) is not None}
+    authorizer = ctx.authorizer  # issue 30: DELETE on each group, 30 in its result (spec 10)
+    if authorizer is not None:
+        for g in names:
+            if not authorizer.authorize(call.client, "DeleteGroups", Operation.DELETE, ResourceType.GROUP, g):
+                away[g] = ErrorCode.group_authorization_failed
     if away:  # another node's groups (issue 29) answer NOT_COORDINATOR each, the rest are deleted
         deleted = dict(ctx.coordinator.delete_groups(g for g in names if g not in away))
         results = tuple((g, away[g] if g in away else deleted[g]) for g in dict.fromkeys(names))

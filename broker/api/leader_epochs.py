@@ -19,8 +19,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
+from broker.api.authorization import denied_topics
 from broker.api.base import NO_THROTTLE, ApiContext, Call, Route
 from broker.api.fetch import leader_epoch_error
+from broker.security.acls import Operation
 from broker.storage.partition_log import LEADER_EPOCH
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -33,13 +35,17 @@ def offset_for_leader_epoch(ctx: ApiContext, call: Call, body: Any) -> Any:
     topic_cls = nested(cls, "OffsetForLeaderTopicResult")
     partition_cls = nested(cls, "EpochEndOffset")
     route = ctx.route
+    # Issue 30: DESCRIBE on each topic, 29 on its partitions (spec 10).
+    denied = denied_topics(ctx, call, "OffsetForLeaderEpoch", Operation.DESCRIBE, (t.topic for t in body.topics))
 
     def answer(name: str, p: Any) -> Any:
-        topic = ctx.topics.get(name)
+        topic = ctx.topics.get(name) if name not in denied else None
         log = topic.log(p.partition) if topic is not None else None
         epoch, end_offset = _UNDEFINED
-        if log is None:
-            error: ErrorCode | None = ErrorCode.unknown_topic_or_partition
+        if name in denied:
+            error: ErrorCode | None = ErrorCode.topic_authorization_failed
+        elif log is None:
+            error = ErrorCode.unknown_topic_or_partition
         elif route is None:
             error = leader_epoch_error(p.current_leader_epoch)
             if error is None and p.leader_epoch == LEADER_EPOCH:  # any other is -1 or above every entry

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from broker.api.base import NO_AUTHORIZED_OPERATIONS, NO_THROTTLE, ApiContext, Call, InvalidRequest, Route
+from broker.security.acls import CLUSTER_NAME, Operation, ResourceType
 from broker.storage.topics import Topic, is_valid_topic_name
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -50,8 +51,15 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
             offline_replicas=tuple(i32(n) for n in replicas if not layout.up[n]),
         )
 
+    authorizer = ctx.authorizer  # issue 30: DESCRIBE on each topic, CREATE to auto-create (spec 10)
+    with_operations = authorizer is not None and getattr(body, "include_topic_authorized_operations", False)
+
     def describe(topic: Topic) -> Any:
         partitions = tuple(partition(topic, index) for index in range(topic.partitions))
+        operations = NO_AUTHORIZED_OPERATIONS
+        if with_operations:
+            assert authorizer is not None
+            operations = i32(authorizer.authorized_operations(call.client, ResourceType.TOPIC, topic.name))
         return build(
             topic_cls,
             error_code=ErrorCode.none,
@@ -59,8 +67,13 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
             topic_id=topic.topic_id,
             is_internal=False,
             partitions=partitions,
-            topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+            topic_authorized_operations=operations,
         )
+
+    def may(operation: Operation, resource_type: ResourceType, name: str, report: bool = True) -> bool:
+        if authorizer is None:
+            return True
+        return authorizer.authorize(call.client, "Metadata", operation, resource_type, name, report=report)
 
     def missing(name: str | None, error: ErrorCode, topic_id: Any = None) -> Any:
         return build(
@@ -77,7 +90,9 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
     if version in (10, 11) and requested:
         _refuse_topic_ids(cls, version, requested)
     if requested is None or (version == 0 and not requested):
-        topics = tuple(describe(t) for t in ctx.topics.all())
+        # Every topic: those the client may not DESCRIBE are left out, as Kafka does (logged at DEBUG there).
+        everything = ctx.topics.all()
+        topics = tuple(describe(t) for t in everything if may(Operation.DESCRIBE, ResourceType.TOPIC, t.name, False))
     else:
         # v0-3 always allowed auto-creation; v4+ asks for it explicitly.
         allow_create = getattr(body, "allow_auto_topic_creation", True)
@@ -89,6 +104,21 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
                 found = ctx.topics.by_id(topic_id) if topic_id is not None else None
                 answered.append(describe(found) if found else missing(None, ErrorCode.unknown_topic_id, topic_id))
                 continue
+            if authorizer is not None:
+                # Denied DESCRIBE: 29, whether the topic exists or not (existence is not revealed); auto-creation
+                # needs CREATE on the cluster or on the topic, else 29 too (KafkaApis.handleTopicMetadataRequest).
+                if not may(Operation.DESCRIBE, ResourceType.TOPIC, name):
+                    answered.append(missing(name, ErrorCode.topic_authorization_failed))
+                    continue
+                if allow_create and ctx.topics.get(name) is None and is_valid_topic_name(name):
+                    creatable = may(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, False) or may(
+                        Operation.CREATE, ResourceType.TOPIC, name
+                    )
+                    if not creatable:
+                        if ctx.settings is None or ctx.settings.auto_create_topics:
+                            answered.append(missing(name, ErrorCode.topic_authorization_failed))
+                            continue
+                        allow_create = False
             topic = ctx.topics.get_or_auto_create(name) if allow_create else ctx.topics.get(name)
             if topic is not None:
                 answered.append(describe(topic))
@@ -110,6 +140,9 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
             if n in route.endpoints
         )
         controller = i32(route.layout.controller())
+    cluster_operations = NO_AUTHORIZED_OPERATIONS
+    if authorizer is not None and getattr(body, "include_cluster_authorized_operations", False):
+        cluster_operations = i32(authorizer.authorized_operations(call.client, ResourceType.CLUSTER, CLUSTER_NAME))
     return build(
         cls,
         throttle_time=NO_THROTTLE,
@@ -117,7 +150,7 @@ def metadata(ctx: ApiContext, call: Call, body: Any) -> Any:
         cluster_id=identity.cluster_id,
         controller_id=controller,
         topics=topics,
-        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        cluster_authorized_operations=cluster_operations,
         error_code=ErrorCode.none,
     )
 

@@ -7,6 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
+from broker.api.authorization import NOTHING, denied_topics, group_denied
 from broker.api.base import (
     NO_THROTTLE,
     ApiContext,
@@ -27,6 +28,7 @@ from broker.coordinator.messages import (
     PartitionErrors,
     every_partition,
 )
+from broker.security.acls import Operation
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
 
@@ -77,7 +79,13 @@ def offset_commit(ctx: ApiContext, call: Call, body: Any) -> Any:
     retention = getattr(body, "retention_time", None)
     # KafkaApis answers partitions missing from the metadata itself and drops them from the request;
     # when none is left the group is not looked at (spec 6.1).
-    known = known_commits(ctx, body.topics)
+    # Issue 30: READ on each topic (the group's READ was the authorization gate's); 29 for a denied one's partitions.
+    denied = (
+        NOTHING
+        if ctx.authorizer is None
+        else denied_topics(ctx, call, "OffsetCommit", Operation.READ, (t.name for t in body.topics))
+    )
+    known = known_commits(ctx, (t for t in body.topics if t.name not in denied))
     request = CommitRequest(
         group_id=body.group_id,
         topics=tuple((name, partitions) for name, partitions in known if partitions),
@@ -89,6 +97,9 @@ def offset_commit(ctx: ApiContext, call: Call, body: Any) -> Any:
     )
     result = ctx.coordinator.commit_offsets(request) if request.topics else ()
     result = _with_unknown_partitions(body, result)
+    if denied:
+        refused = ErrorCode.topic_authorization_failed
+        result = tuple((t, tuple((p, refused if t in denied else e) for p, e in ps)) for t, ps in result)
     cls = response_schema(ApiKey.OFFSET_COMMIT, version)
     return build(cls, throttle_time=NO_THROTTLE, topics=partition_errors(cls, "OffsetCommitResponse", result))
 
@@ -104,6 +115,10 @@ def offset_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
         partition_cls = nested(cls, "OffsetFetchResponsePartitions")
         groups = []
         for group in body.groups:
+            if group_denied(ctx, call, "OffsetFetch", Operation.DESCRIBE, group.group_id):
+                refused = ErrorCode.group_authorization_failed
+                groups.append(build(group_cls, group_id=group.group_id, topics=(), error_code=refused))
+                continue
             away = routed_away(ctx, group.group_id)
             if away is not None:  # another node's group (issue 29): a group-level error, no topics
                 groups.append(build(group_cls, group_id=group.group_id, topics=(), error_code=away))
@@ -117,6 +132,7 @@ def offset_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
                 getattr(group, "member_id", None),
                 getattr(group, "member_epoch", -1),
             )
+            offsets = _hide_denied(ctx, call, offsets, wanted is not None)
             groups.append(
                 build(
                     group_cls,
@@ -130,7 +146,10 @@ def offset_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
     topic_cls = nested(cls, "OffsetFetchResponseTopic")
     partition_cls = nested(cls, "OffsetFetchResponsePartition")
     wanted = _wanted(body.topics)
+    if group_denied(ctx, call, "OffsetFetch", Operation.DESCRIBE, body.group_id):
+        return _offset_fetch_error(version, body, ErrorCode.group_authorization_failed)
     offsets = coordinator.fetch_offsets(body.group_id, wanted, require_stable)
+    offsets = _hide_denied(ctx, call, offsets, wanted is not None)
     if version < 2 and offsets.error is not ErrorCode.none:
         # v0-1 have no group-level error: it goes on every requested partition.
         offsets = GroupOffsets(
@@ -140,6 +159,25 @@ def offset_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
         )
     topics = _topics(topic_cls, partition_cls, offsets)
     return build(cls, throttle_time=NO_THROTTLE, topics=topics, error_code=offsets.error)
+
+
+def _hide_denied(ctx: ApiContext, call: Call, offsets: GroupOffsets, requested: bool) -> GroupOffsets:
+    """Issue 30: DESCRIBE on each topic. A requested one denied: 29 and offset -1 on its partitions; a fetch of
+    everything leaves it out, silently (KafkaApis.handleOffsetFetchRequest)."""
+    if ctx.authorizer is None:
+        return offsets
+    denied = denied_topics(ctx, call, "OffsetFetch", Operation.DESCRIBE, (name for name, _ in offsets.topics))
+    if not denied:
+        return offsets
+    refused = ErrorCode.topic_authorization_failed
+    if requested:
+        topics = tuple(
+            (name, tuple(FetchedOffset(o.partition, error=refused) for o in fetched) if name in denied else fetched)
+            for name, fetched in offsets.topics
+        )
+    else:
+        topics = tuple((name, fetched) for name, fetched in offsets.topics if name not in denied)
+    return GroupOffsets(offsets.group_id, offsets.error, topics)
 
 
 def _wanted(topics: Any) -> list[tuple[str, tuple[int, ...]]] | None:
@@ -171,12 +209,18 @@ def _topics(topic_cls: type, partition_cls: type, offsets: GroupOffsets) -> tupl
 
 def offset_delete(ctx: ApiContext, call: Call, body: Any) -> Any:
     # As for OffsetCommit, partitions missing from the metadata are answered here; group errors still win.
+    # Issue 30: READ on each topic, 29 on its partitions (the group's DELETE was the authorization gate's).
+    denied = denied_topics(ctx, call, "OffsetDelete", Operation.READ, (t.name for t in body.topics))
     wanted = [
         (t.name, tuple(p.partition_index for p in t.partitions if _exists(ctx, t.name, p.partition_index)))
         for t in body.topics
+        if t.name not in denied
     ]
     result = ctx.coordinator.delete_offsets(body.group_id, [(name, ps) for name, ps in wanted if ps])
     topics = _with_unknown_partitions(body, result.topics) if result.error is ErrorCode.none else ()
+    if denied and topics:
+        refused = ErrorCode.topic_authorization_failed
+        topics = tuple((t, tuple((p, refused if t in denied else e) for p, e in ps)) for t, ps in topics)
     cls = response_schema(ApiKey.OFFSET_DELETE, call.api_version)
     return build(
         cls,

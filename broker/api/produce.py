@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import BrokerId
 from kio.static.primitive import i16, i32, i64
 
+from broker.api.authorization import NOTHING, denied_topics
 from broker.api.base import (
     NO_RESPONSE,
     NO_THROTTLE,
@@ -28,6 +29,7 @@ from broker.api.base import (
     millis,
     top_level_error,
 )
+from broker.security.acls import Operation
 from broker.storage.codecs import ZSTD
 from broker.storage.partition_log import PartitionLog, StorageFull
 from broker.storage.records import (
@@ -89,10 +91,18 @@ def produce(ctx: ApiContext, call: Call, body: Any) -> Any:
     # Step 2 for every partition first (KafkaApis' metadata and shape checks), so that step 3 sees the batches
     # that passed it, as ReplicaManager.handleProduceAppend does.
     shaped: list[tuple[str, list[tuple[int, _Outcome | _Shaped]]]] = []
+    # Issue 30: WRITE on each topic, 29 on its partitions (the transactional id's WRITE was the gate's).
+    denied = (
+        NOTHING
+        if ctx.authorizer is None
+        else denied_topics(ctx, call, "Produce", Operation.WRITE, (t.name for t in body.topic_data))
+    )
     for topic_data in body.topic_data:
         checked: list[tuple[int, _Outcome | _Shaped]] = []
         for partition_data in topic_data.partition_data:
-            if unauthorized:
+            if topic_data.name in denied:
+                checked.append((partition_data.index, _Outcome(ErrorCode.topic_authorization_failed)))
+            elif unauthorized:
                 reason = "transactional records need the request's transactional id"
                 _refused(call, topic_data.name, partition_data.index, _UNAUTHORIZED, reason)
                 checked.append((partition_data.index, _Outcome(_UNAUTHORIZED, message=reason)))

@@ -9,6 +9,7 @@ request order (one coordinator partition here).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from functools import partial
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
+from broker.api.authorization import group_denied
 from broker.api.base import (
     NO_AUTHORIZED_OPERATIONS,
     NO_THROTTLE,
@@ -31,6 +33,7 @@ from broker.coordinator.modern.share.messages import (
     ShareHeartbeatRequest,
     ShareHeartbeatResult,
 )
+from broker.security.acls import Operation
 from protocol.apis import ApiKey
 from protocol.codec import HandEncoded, build, nested, response_schema
 from protocol.share_answers import share_heartbeat_body
@@ -93,10 +96,13 @@ def heartbeat_response(version: int, result: ShareHeartbeatResult) -> Any:
 
 def share_group_describe(ctx: ApiContext, call: Call, body: Any) -> Any:
     cls = response_schema(ApiKey.SHARE_GROUP_DESCRIBE, call.api_version)
+    refused = ShareGroupDescription("", ErrorCode.group_authorization_failed)
     groups = tuple(
         _described(
             cls,
-            ShareGroupDescription(group_id, away)  # another node's group (issue 29)
+            dataclasses.replace(refused, group_id=group_id)  # issue 30: DESCRIBE on each group
+            if group_denied(ctx, call, "ShareGroupDescribe", Operation.DESCRIBE, group_id)
+            else ShareGroupDescription(group_id, away)  # another node's group (issue 29)
             if (away := routed_away(ctx, group_id)) is not None
             else ctx.coordinator.share.describe(group_id),
             body.include_authorized_operations,

@@ -23,7 +23,9 @@ import structlog
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32
 
+from broker.api.authorization import topic_allowed
 from broker.api.base import NO_THROTTLE, ApiContext, Call, Refused, Route, error_message
+from broker.security.acls import CLUSTER_NAME, Operation, ResourceType
 from broker.storage.topics import InvalidConfig, Topic, check_configs, shown, topic_name_problem
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -49,6 +51,11 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
     planned: list[tuple[Any, ErrorCode, str, int, int, list[tuple[int, ...]]]] = []
     records = 0  # metadata records, as ReplicationControlManager.createTopic adds them
     claimed: dict[str, str] = {}  # the topics planned so far, by their names with '.' made '_'
+    # Issue 30: CREATE on the cluster, else on each topic (KafkaApis.handleCreateTopicsRequest).
+    authorizer = ctx.authorizer
+    everywhere = authorizer is None or authorizer.authorize(
+        call.client, "CreateTopics", Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, report=False
+    )
 
     for request in body.topics:
         name = request.name
@@ -57,6 +64,8 @@ def create_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
         partitions, replication = -1, -1
         assigned: list[tuple[int, ...]] = []
         try:
+            if not everywhere and not topic_allowed(ctx, call, "CreateTopics", Operation.CREATE, name):
+                raise Refused(ErrorCode.topic_authorization_failed, "Authorization failed.")
             # ReplicationControlManager.createTopics' order: name, existence, configs, then the partitioning.
             problem = topic_name_problem(name)
             if problem is not None:
@@ -331,7 +340,9 @@ def delete_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
     for topic_id, count in ids.items():
         if count == 1:
             topic = ctx.topics.by_id(topic_id)
-            if topic is None:
+            if topic is not None and not _may_delete(ctx, call, topic.name):
+                answer(None, topic_id, ErrorCode.topic_authorization_failed, _DENIED)
+            elif topic is None:
                 answer(None, topic_id, ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
             else:
                 doomed[topic_id] = topic
@@ -339,7 +350,9 @@ def delete_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
         if count > 1:
             continue
         topic = ctx.topics.get(name)
-        if topic is None:
+        if not _may_delete(ctx, call, name):
+            answer(name, _ZERO_UUID, ErrorCode.topic_authorization_failed, _DENIED)
+        elif topic is None:
             answer(name, _ZERO_UUID, ErrorCode.unknown_topic_or_partition, _UNKNOWN_TOPIC)
         elif topic.topic_id in duplicated_ids or topic.topic_id in doomed:
             # Named and given by id too: neither entry is acted on.
@@ -365,6 +378,16 @@ def delete_topics(ctx: ApiContext, call: Call, body: Any) -> Any:
     return build(cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
+_DENIED = "Authorization failed."
+
+
+def _may_delete(ctx: ApiContext, call: Call, name: str) -> bool:
+    """Issue 30: DESCRIBE, then DELETE, on the topic (KafkaApis.handleDeleteTopicsRequest)."""
+    return topic_allowed(ctx, call, "DeleteTopics", Operation.DESCRIBE, name) and topic_allowed(
+        ctx, call, "DeleteTopics", Operation.DELETE, name
+    )
+
+
 def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
     cls = response_schema(ApiKey.CREATE_PARTITIONS, call.api_version)
     result_cls = nested(cls, "CreatePartitionsTopicResult")
@@ -388,6 +411,8 @@ def create_partitions(ctx: ApiContext, call: Call, body: Any) -> Any:
         if counts[request.name] > 1:
             continue
         try:
+            if not topic_allowed(ctx, call, "CreatePartitions", Operation.ALTER, request.name):
+                raise Refused(ErrorCode.topic_authorization_failed, _DENIED)  # issue 30: ALTER on the topic
             topic = ctx.topics.get(request.name)
             if topic is None:
                 # A bare UnknownTopicOrPartitionException: ApiError.fromThrowable sends no message.

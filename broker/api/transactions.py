@@ -19,7 +19,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
+from broker.api.authorization import denied_topics
 from broker.api.base import NO_THROTTLE, ApiContext, Call, RequestIdentity, Route
+from broker.security.acls import Operation
 from broker.transactions.messages import (
     AddOffsetsRequest,
     AddPartitionsRequest,
@@ -38,6 +40,14 @@ def add_partitions_to_txn(ctx: ApiContext, call: Call, body: Any) -> Any:
     partitions = tuple(
         (topic.name, int(partition)) for topic in body.v3_and_below_topics for partition in topic.partitions
     )
+    # Issue 30: WRITE on each topic (the id's WRITE was the authorization gate's). As KafkaApis: the denied
+    # topics' partitions TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED, nothing added.
+    denied = denied_topics(ctx, call, "AddPartitionsToTxn", Operation.WRITE, (name for name, _ in partitions))
+    if denied:
+        refused, spared = E.topic_authorization_failed, E.operation_not_attempted
+        return add_partitions_response(
+            call.api_version, ((tp, refused if tp[0] in denied else spared) for tp in partitions)
+        )
     if ctx.transactions is None:
         return add_partitions_response(call.api_version, ((tp, E.coordinator_not_available) for tp in partitions))
     result = ctx.transactions.add_partitions(

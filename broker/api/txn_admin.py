@@ -15,6 +15,7 @@ tests) DescribeTransactions and ListTransactions answer COORDINATOR_NOT_AVAILABL
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Iterable
 from typing import Any
@@ -22,7 +23,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64
 
+from broker.api.authorization import denied_topics
 from broker.api.base import NO_THROTTLE, ApiContext, Call, RequestIdentity, Route
+from broker.security.acls import Operation, ResourceType
 from broker.storage.control import Marker, MarkerType
 from broker.storage.partition_log import StorageFull
 from broker.storage.records import InvalidBatch
@@ -51,6 +54,15 @@ def describe_transactions(ctx: ApiContext, call: Call, body: Any) -> Any:
         answers = [TxnDescription(tid, E.coordinator_not_available) for tid in ids]
     else:
         answers = describe(ctx.transactions.transactions, ids)
+    authorizer = ctx.authorizer  # issue 30: DESCRIBE on each transactional id, 53 in its entry
+    if authorizer is not None:
+        refused, kind = E.transactional_id_authorization_failed, ResourceType.TRANSACTIONAL_ID
+        answers = [
+            a
+            if authorizer.authorize(call.client, "DescribeTransactions", Operation.DESCRIBE, kind, a.transactional_id)
+            else TxnDescription(a.transactional_id, refused)
+            for a in answers
+        ]
     return _described_transactions(call.api_version, answers)
 
 
@@ -97,6 +109,17 @@ def list_transactions(ctx: ApiContext, call: Call, body: Any) -> Any:
             int(getattr(body, "duration_filter", -1)),
             getattr(body, "transactional_id_pattern", None),
         )
+    authorizer = ctx.authorizer
+    if authorizer is not None:  # issue 30: only the ids the client may DESCRIBE, silently
+        shown = tuple(
+            listing
+            for listing in answer.listings
+            if authorizer.authorize(
+                call.client, "ListTransactions", Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                listing.transactional_id, report=False,
+            )
+        )  # fmt: skip
+        answer = dataclasses.replace(answer, listings=shown)
     return _listed_transactions(call.api_version, answer)
 
 
@@ -133,10 +156,18 @@ def describe_producers(ctx: ApiContext, call: Call, body: Any) -> Any:
     partition_cls = nested(cls, "PartitionResponse")
     producer_cls = nested(cls, "ProducerState")
     by_topic: dict[str, list[Any]] = {}
+    # Issue 30: READ on each topic (KafkaApis.handleDescribeProducersRequest), 29 on its partitions.
+    denied = denied_topics(ctx, call, "DescribeProducers", Operation.READ, (t.name for t in body.topics))
     for requested in body.topics:
         topic = ctx.topics.get(requested.name)
         answers = by_topic.setdefault(requested.name, [])
         for index in requested.partition_indexes:
+            if requested.name in denied:
+                answers.append(
+                    build(partition_cls, partition_index=i32(index), error_code=E.topic_authorization_failed,
+                          error_message=None, active_producers=())
+                )  # fmt: skip
+                continue
             partition_log = topic.log(int(index)) if topic is not None else None
             if partition_log is not None and ctx.route is not None and not ctx.route.leads(requested.name, index):
                 # Partition.activeProducerState: only the leader's log answers (several nodes).

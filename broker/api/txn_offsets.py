@@ -20,9 +20,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
+from broker.api.authorization import NOTHING, denied_topics
 from broker.api.base import NO_THROTTLE, ApiContext, Call, Route, partition_errors
 from broker.api.offsets import known_commits
 from broker.coordinator.messages import PartitionErrors, TxnCommitRequest, every_partition
+from broker.security.acls import Operation
 from broker.transactions.messages import TxnOffsetCheckRequest
 from protocol.apis import ApiKey
 from protocol.codec import build, nested, response_schema
@@ -34,7 +36,13 @@ def txn_offset_commit(ctx: ApiContext, call: Call, body: Any) -> Any:
     version = call.api_version
     # 5.1 step 2: KafkaApis answers partitions missing from the metadata itself (per topic when the topic is
     # unknown) and drops them from the request.
-    known = known_commits(ctx, body.topics)
+    # Issue 30: READ on each topic (the id's WRITE and the group's READ were the authorization gate's).
+    denied = (
+        NOTHING
+        if ctx.authorizer is None
+        else denied_topics(ctx, call, "TxnOffsetCommit", Operation.READ, (t.name for t in body.topics))
+    )
+    known = known_commits(ctx, (t for t in body.topics if t.name not in denied))
     request = TxnCommitRequest(
         group_id=body.group_id,
         producer_id=body.producer_id,
@@ -51,6 +59,11 @@ def txn_offset_commit(ctx: ApiContext, call: Call, body: Any) -> Any:
         # KafkaApis: v0-1 clients do not know COORDINATOR_LOAD_IN_PROGRESS as retriable here (2.1).
         loading, unavailable = E.coordinator_load_in_progress, E.coordinator_not_available
         result = tuple((topic, tuple((p, unavailable if e is loading else e) for p, e in ps)) for topic, ps in result)
+    if denied:
+        refused = E.topic_authorization_failed
+        result += tuple(
+            (t.name, tuple((p.partition_index, refused) for p in t.partitions)) for t in body.topics if t.name in denied
+        )
     return _response(version, body, result)
 
 

@@ -32,12 +32,12 @@ import broker.events.hub as events
 import broker.server.settings as server
 import broker.storage.topics as storage
 from broker.coordinator.config import GroupConfig
-from broker.server.settings import ClusterConfig, TlsConfig, is_wildcard, protocol_of, uses_tls
+from broker.server.settings import AclConfig, ClusterConfig, TlsConfig, is_wildcard, protocol_of, uses_tls
 from broker.server.settings import Endpoint as Endpoint
 from broker.server.settings import host_port as host_port
 from broker.server.settings import parse_endpoints as parse_endpoints
 from broker.server.settings import reachable_host as reachable_host
-from broker.setting import DECLARED, ENV_PREFIX, Setting
+from broker.setting import DECLARED, ENV_PREFIX, Setting, parse_bool
 from broker.storage.topics import LogDefaults
 from broker.transactions.config import TxnConfig
 
@@ -111,6 +111,7 @@ class Settings:
     event_buffer_total: int = events.EVENT_BUFFER_TOTAL.field()
     txn: TxnConfig = field(default_factory=TxnConfig)  # the transaction coordinator's own
     cluster: ClusterConfig = field(default_factory=ClusterConfig)  # the nodes of this process (issue 29)
+    acls: AclConfig = field(default_factory=AclConfig)  # the authorizer (issue 30, ACLs)
     # The options a flag, the environment or the TOML file set (``resolve``); the rest are defaults. Not a setting:
     # it tells a value asked for from one nobody asked for (issue 18: a taken default admin port gives way).
     given: frozenset[str] = field(default=frozenset(), compare=False)
@@ -228,9 +229,12 @@ def _hosts_overlap(one: str, other: str) -> bool:
 # --- the collected options -------------------------------------------------------------------------------------
 
 # The sections of Settings: fields holding an owner's config class, whose own fields declare the settings.
-_Section = type[GroupConfig] | type[LogDefaults] | type[TxnConfig] | type[ClusterConfig] | type[TlsConfig]
+_Section = (
+    type[GroupConfig] | type[LogDefaults] | type[TxnConfig] | type[ClusterConfig] | type[TlsConfig] | type[AclConfig]
+)
 _SECTIONS: dict[str, _Section] = {
     "group": GroupConfig, "log": LogDefaults, "txn": TxnConfig, "cluster": ClusterConfig, "tls": TlsConfig,
+    "acls": AclConfig,
 }
 
 
@@ -255,6 +259,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         extra: dict[str, Any] = {"action": "append", "metavar": "NAME:PARTITIONS"} if option.name == "topic" else {}
         if option.choices:
             extra["choices"] = option.choices
+        if option.parse is parse_bool:  # a bare flag says true: --acls-enabled, --allow-everyone-if-no-acl-found
+            extra.update(nargs="?", const="true")
         parser.add_argument(
             option.flag,
             dest=option.name,

@@ -8,7 +8,7 @@ protocol version except where Kafka's behaviour depends on it (``api_version``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -199,6 +199,9 @@ class ConsumerHeartbeatRequest:
     topic_partitions: TopicIdPartitions | None = None
     api_version: int = 1
     client: Client = LOCAL_CLIENT
+    # Issue 30, Kafka 4.0: which topics the member may DESCRIBE, for its regex's resolution (those it may not are
+    # dropped, silently); None (ACLs off) is every topic.
+    describable: Callable[[str], bool] | None = None
 
 
 @dataclass(slots=True, frozen=True)

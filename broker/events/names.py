@@ -97,6 +97,11 @@ COORDINATOR_UNLOADED = "coordinator_unloaded"
 COORDINATOR_LOADED = "coordinator_loaded"
 CLUSTER_EVENTS = frozenset({NODE_STOPPED, NODE_STARTED, LEADER_MOVED, COORDINATOR_UNLOADED, COORDINATOR_LOADED})
 
+# Added within version 2 (issue 30): security (docs/events.md, "Security"). authorization_denied: a request the
+# authorizer refused (principal, API, resource and operation; the group's id when the resource is a group, else "").
+AUTHORIZATION_DENIED = "authorization_denied"
+SECURITY_EVENTS = frozenset({AUTHORIZATION_DENIED})
+
 #: Every event of this format version. A reader counts others as unknown and skips them: a broker may add events
 #: within a version.
 EVENTS = frozenset(
@@ -126,6 +131,7 @@ EVENTS = frozenset(
         *DISTURBANCE_EVENTS,
         *SHARE_EVENTS,
         *CLUSTER_EVENTS,
+        *SECURITY_EVENTS,
     }
 )
 

@@ -28,6 +28,7 @@ from broker.server.connection import Connection
 from broker.server.control_listener import ControlListener
 from broker.server.faults import FaultRules
 from broker.server.gates import FaultGate, Gate
+from broker.server.listener import Listener, Pending, log_of
 from broker.server.loop_timer import LoopTimer
 from broker.server.quotas import ConnectionQuotas, Slot
 from broker.server.settings import uses_tls
@@ -38,17 +39,16 @@ from broker.timing.purgatory import Purgatory
 from broker.transactions.producer_ids import ProducerIds
 
 if TYPE_CHECKING:
-    import uuid
 
     from broker.cluster.layout import Moved
     from broker.coordinator.coordinator import GroupCoordinator
+    from broker.security.authorizer import Authorizer
     from broker.security.tls import TlsListeners
     from broker.server.durable import DurableState
     from broker.server.event_tally import EventTally
     from broker.server.host import OpenConnection
     from broker.server.nodes import NodeSet
     from broker.storage.delayed_fetch import DelayedFetches
-    from broker.storage.partition_log import PartitionLog
     from broker.storage.topics import Topic, TopicRegistry
     from broker.transactions.coordinator import TransactionCoordinator
     from broker.transactions.messages import Completion
@@ -75,39 +75,6 @@ log = get_logger("server")  # structlog, imported at the first call (broker/log.
 
 _TRIM_AFTER_CLOSES = 1_000  # connections closed since the last trim that make a burst (``connection_closed``)
 _TRIM_DELAY_MS = 1_000  # the trim waits this long after the burst's last counted close, for the rest of it
-
-
-class Listener:
-    """One of Kafka's listeners: a name, the port it bound, and the API context that advertises its address."""
-
-    __slots__ = ("api", "name", "port")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.port = 0
-        self.api: ApiContext
-
-
-def _log_of(topics: TopicRegistry, topic_id: uuid.UUID, partition: int) -> PartitionLog | None:
-    topic = topics.by_id(topic_id)
-    return None if topic is None else topic.log(partition)
-
-
-class _Pending:
-    """Stands for a part of the state (``coordinator``, ``topics``, ...) while its modules load in the background:
-    the first use finishes the loading on the spot (the loop waits for the rest of the imports, as it did before
-    issue 17 for all of them) and goes to the real object. Only a request that comes during the first tens of
-    milliseconds of a ``serve`` process meets one."""
-
-    __slots__ = ("_name", "_server")
-
-    def __init__(self, server: BrokerServer, name: str) -> None:
-        self._server = server
-        self._name = name
-
-    def __getattr__(self, attribute: str) -> Any:
-        self._server.finish_loading()
-        return getattr(getattr(self._server, self._name), attribute)
 
 
 class BrokerServer:
@@ -141,6 +108,12 @@ class BrokerServer:
         self.faults = FaultRules(self.clock, self.events)
         # Consulted once per request, before any path answers it (broker/server/gates.py); authentication next.
         self.gates: tuple[Gate, ...] = (FaultGate(self.faults, self._has_member),)
+        self.authorizer: Authorizer | None = None  # the ACLs' (issue 30); None when off: no request pays for it
+        if settings.acls.enabled:
+            from broker.server.acl_gate import AuthorizationGate, authorizer_for
+
+            self.authorizer = authorizer_for(settings, self.events, self.clock.now_ms)
+            self.gates = (*self.gates, AuthorizationGate(self.authorizer))
         self.request_stats = RequestStats()
         self.connections_accepted = 0
         self._closed_since_trim = 0
@@ -179,11 +152,11 @@ class BrokerServer:
         self.transactions: TransactionCoordinator
         self.tally: EventTally
         if load_in_background:
-            self.coordinator = cast("GroupCoordinator", _Pending(self, "coordinator"))
-            self.topics = cast("TopicRegistry", _Pending(self, "topics"))
-            self.fetches = cast("DelayedFetches", _Pending(self, "fetches"))
-            self.transactions = cast("TransactionCoordinator", _Pending(self, "transactions"))
-            self.tally = cast("EventTally", _Pending(self, "tally"))
+            self.coordinator = cast("GroupCoordinator", Pending(self, "coordinator"))
+            self.topics = cast("TopicRegistry", Pending(self, "topics"))
+            self.fetches = cast("DelayedFetches", Pending(self, "fetches"))
+            self.transactions = cast("TransactionCoordinator", Pending(self, "transactions"))
+            self.tally = cast("EventTally", Pending(self, "tally"))
         else:
             self._build_state()
 
@@ -226,7 +199,7 @@ class BrokerServer:
         self.fetches = DelayedFetches(self.purgatory)
         # Share groups read the partition logs and wake their parked ShareFetches on new data (KIP-932).
         share = self.coordinator.share
-        share.wire_logs(lambda topic_id, partition: _log_of(topics, topic_id, partition))
+        share.wire_logs(lambda topic_id, partition: log_of(topics, topic_id, partition))
         self.fetches.listeners.append(share.data_appended)
         self.transactions = TransactionCoordinator(
             self.clock,
@@ -380,6 +353,7 @@ class BrokerServer:
             else ApiContext(
                 self.coordinator, self.topics, identity, self.fetches, producer_ids=self.producer_ids,
                 settings=self.settings, transactions=self.transactions, control_url=control_url, route=route,
+                authorizer=self.authorizer,
             )
         )  # fmt: skip
         self.listeners.append(listener)

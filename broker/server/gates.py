@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from broker.api.routes import RequestIdentity, request_identity
+from broker.coordinator.client import LOCAL_CLIENT, Client
 from broker.server.faults import CLOSE, SWALLOW, FaultRules
 
 
@@ -51,13 +52,16 @@ Verdict = Answer | Delay | Close
 class GateRequest:
     """One decoded request, as a gate sees it."""
 
-    __slots__ = ("_identity", "api_key", "api_version", "body", "client_id")
+    __slots__ = ("_identity", "api_key", "api_version", "body", "client", "client_id")
 
-    def __init__(self, api_key: int, api_version: int, client_id: str, body: Any) -> None:
+    def __init__(
+        self, api_key: int, api_version: int, client_id: str, body: Any, client: Client = LOCAL_CLIENT
+    ) -> None:
         self.api_key = api_key
         self.api_version = api_version
         self.client_id = client_id
         self.body = body  # None for an ApiVersions newer than we speak (answered as Kafka does: v0, the error)
+        self.client = client  # who sent it: the principal and host ACLs are decided on (issue 30)
         self._identity: RequestIdentity | None = None
 
     @property

@@ -371,7 +371,9 @@ class RequestPipeline:
         for gate in self._host.gates:
             if gate.armed:
                 if seen is None:
-                    seen = GateRequest(request.api_key, request.api_version, self._client_id, request.body)
+                    seen = GateRequest(
+                        request.api_key, request.api_version, self._client_id, request.body, self._client
+                    )
                 verdict = gate.check(seen)
                 if verdict is not None:
                     return verdict

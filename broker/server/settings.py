@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from broker.setting import INT32_MAX, Setting, names_from_toml, parse_names
+from broker.setting import INT32_MAX, Setting, names_from_toml, parse_bool, parse_names
 
 # Kafka's SecurityProtocol names. A listener's protocol is its entry in listener.security.protocol.map, whose default
 # maps each of these names to itself (``protocol_of``).
@@ -389,3 +389,56 @@ class TlsConfig:
             from broker.security.principal_mapping import PrincipalMapper  # a regex parser, stdlib only
 
             PrincipalMapper(self.ssl_principal_mapping_rules)  # ValueError "Invalid rule: ..." refuses the start
+
+
+# -- ACLs (issue 30, the authorization part; docs/spec/security.md 9 and 14.1) ----------------------------------
+
+
+def _parse_authorizer(text: str) -> str:
+    """``standard``, or Kafka's class name for it (``authorizer.class.name`` in a TOML file); ``none`` is off."""
+    lowered = text.strip()
+    if lowered.endswith("StandardAuthorizer"):
+        return "standard"
+    return lowered.lower() or "none"
+
+
+def _parse_super_users(text: str) -> tuple[str, ...]:
+    """Kafka's ``super.users``: ``User:alice;User:admin``, each a principal ``Type:name``."""
+    users = tuple(item.strip() for item in text.split(";") if item.strip())
+    for user in users:
+        if ":" not in user:
+            raise ValueError(f"expected principals like User:alice separated by ';', got {user!r}")
+    return users
+
+
+@dataclass(frozen=True, slots=True)
+class AclConfig:
+    """The authorizer (Kafka's StandardAuthorizer): off unless ``authorizer`` is standard or ``acls_enabled``."""
+
+    authorizer: str = Setting(
+        "authorizer", "none", _parse_authorizer,
+        "standard turns ACL checks on (Kafka's StandardAuthorizer; the ACL APIs answer SECURITY_DISABLED without)",
+        kafka="authorizer.class.name", kafka_default="'' (none)", choices=("none", "standard"),
+    ).field()
+    acls_enabled: bool = Setting(
+        "acls_enabled", False, parse_bool, "the same as --authorizer standard",
+    ).field()
+    super_users: tuple[str, ...] = Setting(
+        "super_users", (), _parse_super_users,
+        "principals allowed everything, separated by ';' (User:alice;User:admin)",
+        kafka="super.users", shown_default="none",
+    ).field()
+    allow_everyone_if_no_acl_found: bool = Setting(
+        "allow_everyone_if_no_acl_found", False, parse_bool,
+        "allow an action on a resource nobody has an ACL for (any ACL on it, for anyone, ends that)",
+        kafka="allow.everyone.if.no.acl.found",
+    ).field()
+    acl_file: str | None = Setting(
+        "acl_file", None, str,
+        "ACLs to load at start, one per line: ALLOW or DENY, principal, host, operations, TYPE:name, and LITERAL "
+        "(the default) or PREFIXED",
+    ).field()
+
+    @property
+    def enabled(self) -> bool:
+        return self.authorizer == "standard" or self.acls_enabled

@@ -7,7 +7,7 @@ metadata and resolving regular expressions (4.9, 4.10), and computing a new targ
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import structlog
 
@@ -250,13 +250,16 @@ class ConsumerGroups:
 
     # -- subscriptions (sections 4.9, 4.10) ------------------------------------------------------------------
 
-    def refresh_metadata(self, group: ConsumerGroup, *, force: bool = False) -> bool:
+    def refresh_metadata(
+        self, group: ConsumerGroup, *, force: bool = False, describable: Callable[[str], bool] | None = None
+    ) -> bool:
         """Recompute the regex resolutions and the subscription metadata if the catalog changed (or ``force``);
-        True when the metadata differs from the stored one (the caller bumps the group epoch)."""
+        True when the metadata differs from the stored one (the caller bumps the group epoch). ``describable``:
+        the topics the heartbeat's member may DESCRIBE (ACLs, Kafka 4.0's refreshRegularExpressions), None all."""
         version = self.topics.version
         if not force and version == group.metadata_version:
             return False
-        names = list(self.topics.names())
+        names = [name for name in self.topics.names() if describable is None or describable(name)]
         group.resolved_regexes = {
             regex: resolve(regex, names)
             for regex in {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}

@@ -230,7 +230,7 @@ class ConsumerHeartbeatHandler:
         if is_new:
             groups.events.member_joined(group, member)
         bump = group.group_epoch == 0 or changed
-        if groups.refresh_metadata(group, force=bump) or bump:
+        if groups.refresh_metadata(group, force=bump, describable=request.describable) or bump:
             groups.bump_epoch(group, "subscription_changed" if changed else "metadata_changed", member.member_id)
         if group.group_epoch > group.assignment_epoch:
             groups.compute_target(group)
