@@ -150,7 +150,7 @@ def share_fetch_steady(ctx: ApiContext, call: Call, fetch: SteadyShareFetch) -> 
         _, _, group_id, member_id, epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size, raw_topic,
         partition, ranges,
     ) = fetch  # fmt: skip
-    partitions: tuple[PartitionAcks, ...] = ()
+    acks: PartitionAcks | None = None
     if raw_topic is not None:
         topic_id = _TOPIC_IDS.get(raw_topic)
         if topic_id is None:
@@ -158,21 +158,32 @@ def share_fetch_steady(ctx: ApiContext, call: Call, fetch: SteadyShareFetch) -> 
                 _TOPIC_IDS.clear()
             topic_id = _TOPIC_IDS[raw_topic] = uuid.UUID(bytes=raw_topic)
         batches = tuple(AckBatch(first, last, types) for first, last, types in ranges)
-        partitions = (PartitionAcks(topic_id, partition, batches, bool(batches)),)
-    request = ShareFetchRequest(
-        group_id=group_id,
-        member_id=member_id,
-        session_epoch=epoch,
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=max_bytes,
-        max_records=max_records,
-        batch_size=batch_size,
-        partitions=partitions,
-        api_version=call.api_version,
-        client=call.client,
-    )
-    answer = ctx.coordinator.share.fetch(request, call.client.connection)
+        acks = PartitionAcks(topic_id, partition, batches, bool(batches))
+
+    def request() -> ShareFetchRequest:
+        return ShareFetchRequest(
+            group_id=group_id,
+            member_id=member_id,
+            session_epoch=epoch,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            max_records=max_records,
+            batch_size=batch_size,
+            partitions=() if acks is None else (acks,),
+            api_version=call.api_version,
+            client=call.client,
+        )
+
+    share, connection = ctx.coordinator.share, call.client.connection
+    # A one-partition session's steady poll without the generic request (``ShareFetcher.fetch_steady``); anything
+    # else, or a coordinator not active, the full ``fetch``.
+    answer = share.fetch_steady(
+        group_id, member_id, epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size, acks, request,
+        connection,
+    )  # fmt: skip
+    if answer is None:
+        answer = share.fetch(request(), connection)
     if isinstance(answer, Deferred):
         return answer.map(lambda done: fetch_answer(call.api_version, done))
     return fetch_answer(call.api_version, answer)
