@@ -22,6 +22,7 @@ from kio.static.primitive import i8, i16, i32, i64
 from benchmarks import share_loadgen, share_wire, wire
 from protocol.codec import encode_response, nested, response_schema
 from protocol.consumer_heartbeat import decode_share_steady
+from protocol.share_fetch_requests import decode_steady_share_fetch
 from tests.test_benchmarks import _kio_frame
 from tests.wire.client import part
 
@@ -91,6 +92,20 @@ def test_share_fetch_frame_matches_kio(add: bool, acks: share_wire.Acks) -> None
     limits = {"max_wait_ms": 0, "max_records": 7, "batch_size": 3}
     tight = share_wire.share_fetch_body("g", MEMBER, 4, TOPIC.bytes, 2, acks=acks, **limits)
     assert wire.frame(api, 1, 7, "c", tight) == _kio_share_fetch(4, partitions if acks else (), **limits)
+
+
+@pytest.mark.parametrize(("epoch", "add", "acks"), [(0, True, ()), (4, False, ((0, 99),)), (5, False, ()),
+                                                  (6, False, ((0, 4), (10, 499)))])  # fmt: skip
+def test_the_timed_share_fetches_take_the_brokers_fast_path(epoch: int, add: bool, acks: share_wire.Acks) -> None:
+    """A deterministic proxy for the share-fetch figure: the ShareFetch frames the load generator sends
+    (``share_wire.share_fetch_body``: the first one adding the partition, then each carrying the previous answer's
+    ACCEPTs, or none) are read by the broker's hand decoder (``RequestPipeline._share_fetch``), not by kio."""
+    body = share_wire.share_fetch_body("g", MEMBER, epoch, TOPIC.bytes, 0, add=add, acks=acks)
+    decoded = decode_steady_share_fetch(wire.frame(wire.SHARE_FETCH, 1, 7, "c", body)[4:])
+    assert decoded is not None
+    assert decoded[2:5] == ("g", MEMBER, epoch)
+    assert decoded[10] == (TOPIC.bytes if add or acks else None)
+    assert [(first, last) for first, last, _ in decoded[12]] == list(acks)
 
 
 def test_share_acknowledge_frame_matches_kio() -> None:

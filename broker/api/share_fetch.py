@@ -41,6 +41,7 @@ from broker.timing.deferred import Deferred
 from protocol.apis import ApiKey
 from protocol.codec import HandEncoded, build, nested, response_schema
 from protocol.share_fetch_answers import PartitionAnswer, share_fetch_parts
+from protocol.share_fetch_requests import SteadyShareFetch
 
 if TYPE_CHECKING:
     from broker.cluster.routing import NodeRoute
@@ -132,6 +133,60 @@ def share_fetch(ctx: ApiContext, call: Call, body: Any) -> Any:
     if isinstance(answer, Deferred):
         return answer.map(lambda done: _fetch_answer(ctx, version, done, refused, leaders, route))
     return _fetch_answer(ctx, version, answer, refused, leaders, route)
+
+
+# Topic ids of the steady path by their 16 bytes: a client polls the same one, and uuid.UUID(bytes=...) is a Python
+# call. Bounded: emptied when it holds more ids than a broker has topics in any test or benchmark here.
+_TOPIC_IDS: dict[bytes, uuid.UUID] = {}
+_TOPIC_IDS_HELD = 1024
+
+
+def share_fetch_steady(ctx: ApiContext, call: Call, fetch: SteadyShareFetch) -> Any:
+    """``share_fetch`` for the steady ShareFetch v1 the connection pipeline decoded by hand (one partition or none,
+    no forgotten topics: ``protocol/share_fetch_requests.py``), on one node (the pipeline sends a multi-node
+    broker's frames the generic way): the same ``ShareFetchRequest`` as ``share_fetch`` builds from kio's body, the
+    same coordinator call and the same answer (tests/wire/test_share_fetch_fast_path.py compares the bytes)."""
+    (
+        _, _, group_id, member_id, epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size, raw_topic,
+        partition, ranges,
+    ) = fetch  # fmt: skip
+    acks: PartitionAcks | None = None
+    if raw_topic is not None:
+        topic_id = _TOPIC_IDS.get(raw_topic)
+        if topic_id is None:
+            if len(_TOPIC_IDS) >= _TOPIC_IDS_HELD:
+                _TOPIC_IDS.clear()
+            topic_id = _TOPIC_IDS[raw_topic] = uuid.UUID(bytes=raw_topic)
+        batches = tuple(AckBatch(first, last, types) for first, last, types in ranges)
+        acks = PartitionAcks(topic_id, partition, batches, bool(batches))
+
+    def request() -> ShareFetchRequest:
+        return ShareFetchRequest(
+            group_id=group_id,
+            member_id=member_id,
+            session_epoch=epoch,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            max_records=max_records,
+            batch_size=batch_size,
+            partitions=() if acks is None else (acks,),
+            api_version=call.api_version,
+            client=call.client,
+        )
+
+    share, connection = ctx.coordinator.share, call.client.connection
+    # A one-partition session's steady poll without the generic request (``ShareFetcher.fetch_steady``); anything
+    # else, or a coordinator not active, the full ``fetch``.
+    answer = share.fetch_steady(
+        group_id, member_id, epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size, acks, request,
+        connection,
+    )  # fmt: skip
+    if answer is None:
+        answer = share.fetch(request(), connection)
+    if isinstance(answer, Deferred):
+        return answer.map(lambda done: fetch_answer(call.api_version, done))
+    return fetch_answer(call.api_version, answer)
 
 
 def _not_led_check(ctx: ApiContext, route: NodeRoute) -> Callable[[uuid.UUID, int], bool]:

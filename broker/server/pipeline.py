@@ -46,6 +46,7 @@ from protocol.consumer_heartbeat import decode_share_steady, decode_steady, enco
 from protocol.errors import ProtocolError
 from protocol.framing import FrameError, FrameReader
 from protocol.heartbeat import decode_heartbeat, encode_heartbeat_response
+from protocol.share_fetch_requests import SteadyShareFetch, decode_steady_share_fetch
 
 if TYPE_CHECKING:
     from broker.server.host import ConnectionHost
@@ -57,6 +58,8 @@ _CONSUMER_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 _SHARE_HEARTBEAT = int(ApiKey.SHARE_GROUP_HEARTBEAT)
 _SHARE_HEARTBEAT_VERSION = 1  # the one version its fast path reads
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
+_SHARE_FETCH = int(ApiKey.SHARE_FETCH)
+_SHARE_FETCH_VERSION = 1  # the one version its fast path reads
 _GENERIC = -1  # a frame no fast path answers
 _HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.HEARTBEAT][1]
 _CONSUMER_HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.CONSUMER_GROUP_HEARTBEAT][1]
@@ -104,6 +107,21 @@ class PipelineIO(Protocol):
 
 
 _CONNECTION_IDS = itertools.count(1)
+
+
+_steady_share_fetch_handler: Callable[[ApiContext, Call, SteadyShareFetch], Any] | None = None
+
+
+def _steady_share_fetch() -> Callable[[ApiContext, Call, SteadyShareFetch], Any]:
+    """broker/api/share_fetch.py's ``share_fetch_steady``, loaded as its family is (``HANDLERS``, which finishes
+    loading the broker's state first): kio's modules stay off serve's path to its first answer."""
+    global _steady_share_fetch_handler
+    if _steady_share_fetch_handler is None:
+        HANDLERS[ApiKey.SHARE_FETCH]  # the lookup loads the module the way every handler's loads
+        from broker.api.share_fetch import share_fetch_steady
+
+        _steady_share_fetch_handler = share_fetch_steady
+    return _steady_share_fetch_handler
 
 
 def _nowhere(data: bytes) -> None:
@@ -201,7 +219,7 @@ class RequestPipeline:
             while queue and self.state is _READY and not self.output_paused:
                 frame = queue.popleft()
                 # Each fast path decodes its frame by hand or hands it back (kind _GENERIC); the byte compare is
-                # the cheapest recognition: api key 12, 68, 76 or 18 in the frame's first two bytes, no slice.
+                # the cheapest recognition: api key 12, 68, 76, 78 or 18 in the frame's first two bytes, no slice.
                 kind = frame[1] if len(frame) > 1 and frame[0] == 0 and not armed else _GENERIC
                 if kind == _HEARTBEAT:
                     # A member's Heartbeats differ only in the correlation id until its generation changes: the
@@ -233,6 +251,18 @@ class RequestPipeline:
                         version, correlation_id, client_id, group_id, member_id, raw_member_id, epoch = steady
                     else:
                         kind = _GENERIC
+                elif kind == _SHARE_FETCH:
+                    # KIP-932's poll, one partition or none and v1 (protocol/share_fetch_requests.py), on one node
+                    # with share groups on: the coordinator's own fetch, without kio's request dataclasses.
+                    fetch = (
+                        decode_steady_share_fetch(frame)
+                        if route is None and self._host.settings.group.share_groups_enabled
+                        else None
+                    )
+                    if fetch is not None:
+                        correlation_id, client_id = fetch[0], fetch[1]
+                    else:
+                        kind = _GENERIC
                 elif kind == _API_VERSIONS:
                     # Every client's first request, answered without kio: it is what `serve` answers first, before
                     # kio's readers and writers are imported.
@@ -261,6 +291,10 @@ class RequestPipeline:
                         heartbeats += 1
                         heartbeat_version = version
                         continue
+                    if kind == _SHARE_FETCH and fetch is not None:
+                        if self._share_fetch(fetch, correlation_id, started):
+                            answered.append((_SHARE_FETCH, _SHARE_FETCH_VERSION))
+                        continue  # a parked or failed fetch changed the state: the loop's condition ends the pass
                     if kind == _API_VERSIONS:
                         share_groups = self._host.settings.group.share_groups_enabled
                         cluster = route is not None  # several nodes list OffsetForLeaderEpoch too
@@ -364,6 +398,29 @@ class RequestPipeline:
         if not self._send(request, answer):
             return None
         return request.api_key, request.api_version
+
+    def _share_fetch(self, fetch: SteadyShareFetch, correlation_id: int, started: float) -> bool:
+        """Answer a steady ShareFetch as ``_handle`` answers one through kio, from ``share_fetch_steady`` (the
+        handler's same request, coordinator call and answer); True when its answer was written now."""
+        request = Request(_SHARE_FETCH, _SHARE_FETCH_VERSION, correlation_id, self._client_id, fetch)
+        try:
+            answer = _steady_share_fetch()(self._api, Call(_SHARE_FETCH_VERSION, self._client), fetch)
+        except InvalidRequest as invalid:  # as ``_handle`` answers it (none is raised on this path today)
+            log.warning(
+                "invalid request", peer=self.peer, client_id=self._client_id, api="SHARE_FETCH",
+                version=_SHARE_FETCH_VERSION, reason=str(invalid),
+            )  # fmt: skip
+            answer = invalid.answer
+        except Exception:
+            self._fail("SHARE_FETCH")
+            return False
+        if isinstance(answer, Deferred):
+            if not answer.done:
+                self.state = _PARKED
+                answer.add_done_callback(partial(self._answer_parked, request, started))
+                return False
+            answer = answer.value
+        return self._send(request, answer)
 
     def _judge(self, request: Request) -> Verdict | None:
         """The first verdict of an armed gate, in the gates' order; None lets the request through to its handler."""

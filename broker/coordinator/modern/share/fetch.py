@@ -163,6 +163,64 @@ class ShareFetcher:
             return answer
         return self._park(session, request, shown, answer, connection)
 
+    def fetch_steady(
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        max_records: int,
+        batch_size: int,
+        acks: PartitionAcks | None,
+        request: Callable[[], ShareFetchRequest],
+        connection: int,
+    ) -> ShareAnswer | Deferred[ShareAnswer] | None:
+        """``fetch`` for the steady poll of a one-partition session (v1, no renew, no forgotten topics), without its
+        generic request: the same steps on the one key, in the same order. None, before anything changed, unless
+        the request is exactly that: a session at ``epoch`` (neither initial nor final) whose only partition is the
+        one ``acks`` names (if any), MinBytes at most 1, MaxRecords and MaxBytes above 0; the caller then takes the
+        full path. ``request`` builds the generic request only for a fetch that parks (``_ParkedFetch`` keeps it)."""
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH) or min_bytes > 1 or max_records <= 0 or max_bytes <= 0:
+            return None
+        session = self.sessions.get(group_id, member_id)
+        if session is None or epoch != session.epoch or len(session.partitions) != 1:
+            return None
+        (key,) = session.partitions
+        if acks is not None and (acks.topic_id, acks.partition) != key:
+            return None
+        session.epoch = next_epoch(session.epoch)
+        answer = ShareAnswer(E.none, None, self.partitions.lock_duration_ms(group_id))
+        shown: dict[tuple[TopicId, int], FetchedPartition] = {}
+        if acks is not None and acks.acknowledged:
+            entry = shown[key] = FetchedPartition(*key)
+            entry.acknowledge_error, entry.acknowledge_error_message = self.acknowledge_partition(
+                group_id, member_id, acks, False
+            )
+        # ``_acquire`` on one key: the rotation's start is 0, the whole MaxBytes is the partition's share.
+        resolved = self.resolve(*key)
+        session.rotation = 1
+        log = resolved.log
+        anything = False
+        if resolved.error is not E.none or log is None:
+            shown.setdefault(key, FetchedPartition(*key)).error = resolved.error
+        else:
+            self.partitions.ensure((group_id, *key), log)
+            ranges, batches, _ = self.partitions.acquire(
+                (group_id, *key), log, member_id, max_records, batch_size, record_limit=False, max_bytes=max_bytes,
+                at_least_one=True,
+            )  # fmt: skip
+            if ranges:
+                anything = True
+                entry = _entry(shown, key)
+                entry.records = [batch.data for batch in batches]
+                entry.acquired = ranges
+        if anything or max_wait_ms <= 0:
+            answer.partitions = list(shown.values())
+            return answer
+        return self._park(session, request(), shown, answer, connection)
+
     def _acknowledge(
         self,
         group_id: str,

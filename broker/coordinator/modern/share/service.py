@@ -22,6 +22,7 @@ from broker.coordinator.modern.share.fetch import LogOf, ShareFetcher
 from broker.coordinator.modern.share.group import ShareGroup
 from broker.coordinator.modern.share.groups import ShareGroups
 from broker.coordinator.modern.share.messages import (
+    PartitionAcks,
     ShareAcknowledgeRequest,
     ShareAnswer,
     ShareFetchRequest,
@@ -154,6 +155,28 @@ class ShareCoordinator:
         if not self.active:
             return ShareAnswer(E.coordinator_not_available)
         return self.fetcher.fetch(request, connection)
+
+    def fetch_steady(
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        max_records: int,
+        batch_size: int,
+        acks: PartitionAcks | None,
+        request: Callable[[], ShareFetchRequest],
+        connection: int,
+    ) -> ShareAnswer | Deferred[ShareAnswer] | None:
+        """``ShareFetcher.fetch_steady``; None (the full ``fetch`` answers) while the coordinator is not active."""
+        if not self.active:
+            return None
+        return self.fetcher.fetch_steady(
+            group_id, member_id, epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size, acks, request,
+            connection,
+        )  # fmt: skip
 
     def acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAnswer:
         if not self.active:
