@@ -41,6 +41,9 @@ RANKS: dict[str, int] = {
     # The server's setting declarations and the listener syntax they parse: a leaf (it imports only
     # broker.setting) ranked below config/, which collects them into Settings; the rest of the server stays above.
     "broker.server.settings": 3,
+    # Security (issue 30): the mechanisms, the authenticator and the users; pure (their settings are declared in
+    # broker/server/settings.py), imported by api/ (the SCRAM credential APIs) and server/.
+    "broker.security": 4,
     "broker.config": 4,
     "broker.api": 5,
     "broker.server": 6,

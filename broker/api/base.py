@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # annotations only: `serve` answers its first ApiVersions bef
     from broker.coordinator.client import Client
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.coordinator.messages import PartitionErrors
+    from broker.security.sasl.authenticator import SaslListener
+    from broker.security.users import UserStore
     from broker.storage.delayed_fetch import DelayedFetches
     from broker.storage.topics import TopicRegistry
     from broker.transactions.coordinator import TransactionCoordinator
@@ -93,6 +95,10 @@ class ApiContext:
     # This listener's node of a multi-node broker (issue 29: who coordinates and leads what); None for one node,
     # which coordinates and leads everything, as before.
     route: NodeRoute | None = None
+    # Issue 30: this listener's SASL (None: it does not authenticate), and the broker's SASL users, made on first
+    # use (the SCRAM credential APIs and the SASL listeners share them); None in bare tests.
+    sasl: SaslListener | None = None
+    user_store: Callable[[], UserStore] | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -97,6 +97,15 @@ COORDINATOR_UNLOADED = "coordinator_unloaded"
 COORDINATOR_LOADED = "coordinator_loaded"
 CLUSTER_EVENTS = frozenset({NODE_STOPPED, NODE_STARTED, LEADER_MOVED, COORDINATOR_UNLOADED, COORDINATOR_LOADED})
 
+# Added within version 2 (issue 30): SASL logins on a SASL listener (docs/events.md, "Authentication"), emitted by
+# broker/security/sasl/authenticator.py with listener, peer, mechanism and user (never a password or a token);
+# group_id is "".
+AUTHENTICATION_SUCCEEDED = "authentication_succeeded"
+AUTHENTICATION_FAILED = "authentication_failed"
+SESSION_EXPIRED = "session_expired"
+REAUTHENTICATED = "reauthenticated"
+AUTHENTICATION_EVENTS = frozenset({AUTHENTICATION_SUCCEEDED, AUTHENTICATION_FAILED, SESSION_EXPIRED, REAUTHENTICATED})
+
 #: Every event of this format version. A reader counts others as unknown and skips them: a broker may add events
 #: within a version.
 EVENTS = frozenset(
@@ -126,6 +135,7 @@ EVENTS = frozenset(
         *DISTURBANCE_EVENTS,
         *SHARE_EVENTS,
         *CLUSTER_EVENTS,
+        *AUTHENTICATION_EVENTS,
     }
 )
 

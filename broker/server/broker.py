@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import importlib
 import sys
 import threading
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from broker.server.event_tally import EventTally
     from broker.server.host import OpenConnection
     from broker.server.nodes import NodeSet
+    from broker.server.security import BrokerSecurity
     from broker.storage.delayed_fetch import DelayedFetches
     from broker.storage.partition_log import PartitionLog
     from broker.storage.topics import Topic, TopicRegistry
@@ -366,8 +368,10 @@ class BrokerServer:
                 transactions=self.transactions,
                 control_url=control_url,
                 route=route,
+                user_store=lambda: self.security.users(),
             )
         )
+        listener.api.sasl = self.security.listener(endpoint) if endpoint.security_protocol.startswith("SASL") else None
         self.listeners.append(listener)
 
         def connection(slot: Slot) -> Connection:
@@ -404,6 +408,12 @@ class BrokerServer:
         if self.control is not None:
             await self.control.stop()
             self.control = None
+
+    @functools.cached_property
+    def security(self) -> BrokerSecurity:
+        """SASL users and listeners (issue 30), loaded by the first SASL listener or SCRAM credential request."""
+        from broker.server.security import BrokerSecurity
+        return BrokerSecurity(self.settings, self.clock, self.events)
 
     @property
     def nodes(self) -> NodeSet:

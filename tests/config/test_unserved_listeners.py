@@ -1,6 +1,7 @@
 """A listener whose security protocol the broker cannot speak refuses the start (issue 25 item 7): one line on
 stderr naming the listener and the protocol, exit 2, before anything binds, whether the listener comes from the
-flag, the variable or the TOML file. Only PLAINTEXT is served until the security issue; a listener named after
+flag, the variable or the TOML file. PLAINTEXT and SASL_PLAINTEXT are served (issue 30; SSL and SASL_SSL come with
+TLS); a listener named after
 no security protocol (INTERNAL, EXTERNAL) is a label on a plaintext listener, as ``listener.security.protocol.map``
 would map it."""
 
@@ -22,13 +23,13 @@ from protocol.codec import build
 from tests.conftest import ROOT, free_port, start_broker_process
 from tests.wire.client import WireClient, request_schema
 
-UNSERVED = ("SSL", "SASL_SSL", "SASL_PLAINTEXT")
+UNSERVED = ("SSL", "SASL_SSL")
 
 
 def refusal(protocol: str, listener: str) -> str:
     return (
         f"group-broker serve: error: listener {listener}: security protocol {protocol} is not served by this broker "
-        "(only PLAINTEXT)"
+        "(only PLAINTEXT, SASL_PLAINTEXT)"
     )
 
 
@@ -92,8 +93,8 @@ def test_the_refusal_is_a_settings_error_for_every_caller() -> None:
     """The embedded broker and the pytest plugin build Settings too: none of them serves plaintext for SSL."""
     with pytest.raises(SettingsError, match=r"^listener SSL://:9093: security protocol SSL is not served"):
         settings.parse(["--listeners", "SSL://:9093"], environ={})
-    with pytest.raises(ValueError, match="security protocol SASL_PLAINTEXT is not served by this broker"):
-        Settings(listeners=(Endpoint("INTERNAL", "", 9092), Endpoint("SASL_PLAINTEXT", "", 9093)))
+    with pytest.raises(ValueError, match="security protocol SASL_SSL is not served by this broker"):
+        Settings(listeners=(Endpoint("INTERNAL", "", 9092), Endpoint("SASL_SSL", "", 9093)))
     named = Settings(listeners=(Endpoint("INTERNAL", "", 9092), Endpoint("PLAINTEXT", "", 9093)))
     assert [e.security_protocol for e in named.bind_endpoints()] == ["PLAINTEXT", "PLAINTEXT"]
 
