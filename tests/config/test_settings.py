@@ -53,8 +53,8 @@ def test_each_field_is_filled_by_one_option_whose_default_is_the_fields() -> Non
     paths = [option.path for option in settings.OPTIONS if option.setting]
     assert len(paths) == len(set(paths))
     holders = (
-        ("", Settings), ("group.", GroupConfig), ("log.", LogDefaults), ("txn.", TxnConfig), ("cluster.", ClusterConfig),
-        ("sasl.", SaslConfig),
+        ("", Settings), ("group.", GroupConfig), ("log.", LogDefaults), ("txn.", TxnConfig),
+        ("cluster.", ClusterConfig), ("sasl.", SaslConfig),
     )
     fields = [f"{prefix}{field.name}" for prefix, holder in holders for field in dataclasses.fields(holder)]
     # group, log and txn are the sections; the join timeout of a new member is a constant in Kafka, not a setting.
