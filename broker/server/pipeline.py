@@ -148,7 +148,7 @@ class RequestPipeline:
         self._heartbeats_seen = 0  # answered on the fast path, for ``_remember``
         self._heartbeats_mark = 0  # ``_heartbeats_seen`` when ``_beats`` was last emptied
         # A SASL listener's connection authenticates first (issue 30): its gate, armed until the login completes.
-        self._sasl: SaslAuthenticator | None = api.sasl.authenticator(self._peer) if api.sasl is not None else None
+        self._sasl: SaslAuthenticator | None = api.sasl.authenticator(self._who) if api.sasl is not None else None
 
     @property
     def client_id(self) -> str:
@@ -439,8 +439,8 @@ class RequestPipeline:
         self._flush()
         self._io.call_later(_FAILED_AUTHENTICATION_LINGER_S, partial(self.close, reason))
 
-    def _peer(self) -> str:
-        return self.peer
+    def _who(self) -> dict[str, str]:
+        return {"peer": self.peer, "client_id": self._client_id}
 
     def _hold_or_close(self, verdict: Delay | Close, frame: bytes) -> None:
         if isinstance(verdict, Close):

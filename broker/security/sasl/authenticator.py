@@ -98,8 +98,9 @@ class SaslListener:
 
         return OAuthBearerServer(self.oauth, self.now_ms)
 
-    def authenticator(self, peer: Callable[[], str]) -> SaslAuthenticator:
-        return SaslAuthenticator(self, peer)
+    def authenticator(self, who: Callable[[], dict[str, str]]) -> SaslAuthenticator:
+        """``who``: the connection's peer and client id, for the events."""
+        return SaslAuthenticator(self, who)
 
 
 def _authenticate_answer(version: int, error: ErrorCode, message: str | None, token: bytes, lifetime_ms: int) -> Any:
@@ -117,9 +118,9 @@ def _raw_frame(token: bytes) -> bytes:
 
 
 class SaslAuthenticator:
-    def __init__(self, listener: SaslListener, peer: Callable[[], str]) -> None:
+    def __init__(self, listener: SaslListener, who: Callable[[], dict[str, str]]) -> None:
         self._listener = listener
-        self._peer = peer
+        self._who = who
         self.state = SaslState.INITIAL
         self.pending = True  # the connection's gate is armed: every frame comes here first
         self.expires_at_ms: int | None = None  # the session's end (KIP-368); None: it has none
@@ -154,7 +155,7 @@ class SaslAuthenticator:
         return f"SASL session of {self._principal} expired (connections.max.reauth.ms or the token's exp)"
 
     def _emit(self, event: str, fields: dict[str, Any]) -> None:
-        self._listener.events(event, {"listener": self._listener.name, "peer": self._peer(), **fields})
+        self._listener.events(event, {"listener": self._listener.name, **self._who(), **fields})
 
     # -- requests --------------------------------------------------------------------------------------------
 
