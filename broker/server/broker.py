@@ -382,6 +382,7 @@ class BrokerServer:
         self._listening.append(
             {
                 "listener": endpoint.name,
+                **({"sasl_mechanisms": ",".join(self.settings.sasl.enabled_mechanisms)} if listener.api.sasl else {}),
                 "host": endpoint.host,
                 "port": listener.port,
                 "advertised": f"{advertised_host}:{advertised_port}",

@@ -41,6 +41,15 @@ class BrokerSecurity:
             return None
         from broker.security.sasl.authenticator import SaslListener
 
+        sasl = self._settings.sasl
+        if not sasl.users and "OAUTHBEARER" not in sasl.enabled_mechanisms:
+            from broker.log import get_logger
+
+            get_logger("server").warning(
+                "SASL listener without users: nobody can log in",
+                listener=endpoint.name,
+                reason="no --sasl-users and OAUTHBEARER not enabled (AlterUserScramCredentials can add SCRAM users)",
+            )
         return SaslListener(endpoint.name, self._settings.sasl, self.users(), self._clock.now_ms, self._emit)
 
     def _emit(self, event: str, fields: dict[str, Any]) -> None:

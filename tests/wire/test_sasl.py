@@ -308,3 +308,19 @@ async def test_20_a_user_with_only_scram_512_fails_scram_256_and_plain(sasl_brok
         broker, client, ScramClient("SCRAM-SHA-512", "carol", "carol-secret"), "SCRAM-SHA-512"
     )
     assert final.error_code == E.none  # type: ignore[attr-defined]
+
+
+async def test_an_authenticated_connection_goes_back_to_the_fast_paths(sasl_broker: StartBroker) -> None:
+    """Before login the authenticator arms the connection's gate (every frame takes the generic path to it); after
+    it, nothing is armed: Heartbeat and ApiVersions take their fast paths again, and the session check is the one
+    cost left (none here: no expiry)."""
+    broker = await sasl_broker()
+    client = await broker.connect()
+    await login_plain(client)
+    await client.call(request(18, 3, client_software_name="wire-test", client_software_version="1.0"))
+    (connection,) = broker.server.connections
+    authenticator = connection.pipeline._sasl  # type: ignore[attr-defined]
+    assert not authenticator.pending and authenticator.expires_at_ms is None
+    plain = await broker.connect(broker.plain_port)
+    await plain.call(metadata())
+    assert [c.pipeline._sasl for c in broker.server.connections if c is not connection] == [None]  # type: ignore[attr-defined]
