@@ -324,3 +324,18 @@ async def test_an_authenticated_connection_goes_back_to_the_fast_paths(sasl_brok
     plain = await broker.connect(broker.plain_port)
     await plain.call(metadata())
     assert [c.pipeline._sasl for c in broker.server.connections if c is not connection] == [None]  # type: ignore[attr-defined]
+
+
+async def test_2_an_api_versions_newer_than_ours_is_answered_and_may_be_retried_before_the_handshake(
+    sasl_broker: StartBroker,
+) -> None:
+    """SSA handleApiVersionsRequest: UNSUPPORTED_VERSION (a v0 body) leaves the state as it was, so the client's
+    retry at a version we list is answered too, and the handshake follows."""
+    broker = await sasl_broker()
+    client = await broker.connect()
+    payload = struct.pack(">hhih", ApiKey.API_VERSIONS, 9, 7, 1) + b"x\x00\x00"
+    await client.send_raw(struct.pack(">i", len(payload)) + payload)
+    _, answer = client.decode(ApiKey.API_VERSIONS, 0, await client.read_frame())
+    assert answer.error_code == E.unsupported_version
+    assert (await client.call(request(18, 0))).error_code == E.none
+    assert (await login_plain(client)).error_code == E.none

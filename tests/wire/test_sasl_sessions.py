@@ -129,14 +129,27 @@ async def test_27_a_request_3_7_s_after_login_without_reauthentication_closes_un
     assert (expired["principal"], expired["mechanism"]) == ("User:alice", "PLAIN")
 
 
-async def test_a_v0_sasl_authenticate_session_has_no_expiry(sasl_broker: StartBroker) -> None:
-    """SSA: a client that never sent SaslAuthenticate v1+ does not support re-authentication, so its session never
-    expires (connectedClientSupportsReauthentication)."""
+async def test_a_v0_client_is_not_told_the_lifetime_and_is_closed_after_it_all_the_same(
+    sasl_broker: StartBroker,
+) -> None:
+    """SSA computes the session's expiry at every completion (calcCompletionTimesAndReturnSessionLifetimeMs): a
+    client on SaslAuthenticate v0 or raw tokens is not told (v0 has no SessionLifetimeMs) and cannot re-authenticate,
+    but its session ends as any other."""
     broker = await sasl_broker(connections_max_reauth_ms=3000)
-    client = await broker.connect()
-    await login_plain(client, version=0)
-    broker.clock.advance(10_000)
-    assert (await client.call(metadata())).brokers
+    for raw in (False, True):
+        client = await broker.connect()
+        if raw:
+            await handshake(client, "PLAIN", version=0)
+            token = b"\0alice\0secret"
+            await client.send_raw(len(token).to_bytes(4, "big") + token)
+            assert await client.reader.readexactly(4) == b"\x00\x00\x00\x00"
+        else:
+            await login_plain(client, version=0)
+        broker.clock.advance(2900)
+        assert (await client.call(metadata())).brokers
+        broker.clock.advance(200)
+        await client.send_raw(client.encode(metadata()))
+        assert await client.closed_by_peer(3)
 
 
 async def test_28_reauthentication_after_1_5_s_gives_a_new_lifetime_and_requests_work_past_the_first_expiry(
@@ -182,12 +195,14 @@ async def test_30_reauthentication_with_another_mechanism_or_user_fails(sasl_bro
     client = await broker.connect()
     await login_plain(client)
     broker.clock.advance(1500)
+    # SSA's REAUTH_BAD_MECHANISM: the handshake is answered, the next token is not: the connection closes.
     assert (await handshake(client, "SCRAM-SHA-256")).error_code == E.none
-    answer = await authenticate(client, ScramClient("SCRAM-SHA-256", "alice", "secret").first())
-    assert (answer.error_code, answer.error_message) == (
-        E.sasl_authentication_failed,
+    await client.send_raw(client.encode(request(36, 2, auth_bytes=ScramClient("SCRAM-SHA-256", "a", "b").first())))
+    assert await client.closed_by_peer(3)
+    (refused,) = [e for e in broker.events("authentication_failed") if e["reauthentication"]]
+    assert refused["reason"] == (
         "SASL mechanism 'SCRAM-SHA-256' requested by client is not supported for re-authentication of mechanism "
-        "'PLAIN'",
+        "'PLAIN'"
     )
     client = await broker.connect()
     await login_plain(client)

@@ -113,6 +113,16 @@ def _authenticate_answer(version: int, error: ErrorCode, message: str | None, to
     )
 
 
+def _valid_software(body: Any) -> bool:
+    """ApiVersionsRequest.isValid (KIP-511): v3+ names the client software."""
+    from protocol.api_versions import SOFTWARE_NAME_VERSION
+
+    return bool(
+        SOFTWARE_NAME_VERSION.fullmatch(body.client_software_name)
+        and SOFTWARE_NAME_VERSION.fullmatch(body.client_software_version)
+    )
+
+
 def _raw_frame(token: bytes) -> bytes:
     return len(token).to_bytes(4, "big") + token
 
@@ -126,7 +136,6 @@ class SaslAuthenticator:
         self.expires_at_ms: int | None = None  # the session's end (KIP-368); None: it has none
         self._server: SaslServer | None = None
         self._mechanism = ""
-        self._supports_reauth = False  # SaslAuthenticate v1+ seen (connectedClientSupportsReauthentication)
         self._principal: str | None = None  # after the first login
         self._previous_mechanism = ""  # during a re-authentication
         self._bad_mechanism: str | None = None  # REAUTH_BAD_MECHANISM's message
@@ -165,7 +174,9 @@ class SaslAuthenticator:
         if state is SaslState.COMPLETE:
             return self._maybe_reauthenticate(api_key, version, body)
         if state is SaslState.INITIAL and api_key == _API_VERSIONS:
-            if body is not None:  # a version newer than ours is answered and may be retried (SSA)
+            # SSA handleApiVersionsRequest: a version newer than ours (body None) or an invalid one is answered
+            # with its error and may be retried; only a valid one moves on to the handshake.
+            if body is not None and (version < 3 or _valid_software(body)):
                 self.state = SaslState.HANDSHAKE
             return None
         if state in (SaslState.INITIAL, SaslState.HANDSHAKE) and api_key == _HANDSHAKE:
@@ -178,8 +189,10 @@ class SaslAuthenticator:
             return self._fail(reason, reason, Step(error=ErrorCode.illegal_sasl_state))
         expected = "SaslHandshake" if state is SaslState.HANDSHAKE else "ApiVersions or SaslHandshake"
         self.state = SaslState.FAILED
-        return Step(close=f"SASL listener {self._listener.name}: {api_name(api_key)} v{version} where {expected} "
-                          "must come first (Kafka closes without an answer)")
+        return Step(
+            close=f"Unexpected Kafka request of type {api_name(api_key)} during SASL handshake (SASL listener "
+            f"{self._listener.name} expects {expected}; Kafka closes without an answer)"
+        )
 
     def raw_token(self, frame: bytes) -> Step:
         """A bare token after a v0 handshake; failures cannot be told (no error field), only closed on."""
@@ -190,7 +203,8 @@ class SaslAuthenticator:
             step.close = f"SASL {self._mechanism} authentication failed (raw tokens): {failure}"
             return step
         step = Step(raw=_raw_frame(token))
-        return self._done(step, 0) if self._server is not None and self._server.complete else step
+        server = self._server
+        return self._done(step, self._lifetime_ms(server)) if server is not None and server.complete else step
 
     def too_large(self, size: int) -> bool:
         return size > self._listener.config.max_receive_size
@@ -223,11 +237,10 @@ class SaslAuthenticator:
         return Step(answer=answer)
 
     def _token(self, version: int, token: bytes) -> Step:
-        if version >= 1:
-            self._supports_reauth = True
         if self._bad_mechanism is not None:
+            # SSA's REAUTH_BAD_MECHANISM: the token is not read, no answer is built; the connection closes.
             message = self._bad_mechanism
-            return self._fail(message, message, self._failure_answer(version, message))
+            return self._fail(message, message, Step(close=f"SASL re-authentication refused: {message}"))
         try:
             answer = self._evaluate(token)
         except SaslFailure as failure:
@@ -251,9 +264,9 @@ class SaslAuthenticator:
         return server.evaluate(token)
 
     def _lifetime_ms(self, server: SaslServer) -> int:
-        """ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs; 0 for a client without re-authentication."""
-        if not self._supports_reauth:
-            return 0
+        """ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs. Kafka computes it, and sets the session's
+        expiry, for every client: one that sent SaslAuthenticate v0 or raw tokens is not told, and is closed all
+        the same at its first request after it (it cannot re-authenticate, only reconnect)."""
         limit = self._listener.config.connections_max_reauth_ms
         expiry = server.credential_expiry_ms
         if expiry is None and limit <= 0:
@@ -269,9 +282,8 @@ class SaslAuthenticator:
         now = self._listener.now_ms()
         reauthenticated = self._principal is not None
         self._principal = f"User:{server.authorization_id}"
-        self.expires_at_ms = now + lifetime_ms if self._supports_reauth and lifetime_ms > 0 else None
-        if self._supports_reauth and lifetime_ms == 0 and server.credential_expiry_ms is not None:
-            self.expires_at_ms = now  # an OAUTHBEARER token already dead at the end of the exchange
+        limited = self._listener.config.connections_max_reauth_ms > 0 or server.credential_expiry_ms is not None
+        self.expires_at_ms = now + lifetime_ms if limited else None
         self.state = SaslState.COMPLETE
         self.pending = False
         self._server = None
