@@ -304,6 +304,8 @@ class RequestPipeline:
                 done = self._handle(frame, started)
                 if done is not None:
                     answered.append(done)
+                if sasl is not None and sasl.pending:  # a re-authentication began: what follows is its to judge
+                    armed = True
             self._flush()  # the answers before a parked one do not wait for it
             if self.ending is not None and self.state is _READY and not queue:
                 self._end(self.ending)

@@ -318,3 +318,20 @@ async def test_credentials_altered_over_the_wire_survive_a_restart_of_the_data_d
     assert [(int(c.mechanism), int(c.iterations)) for c in result.credential_infos] == [(2, 4096)]
     await admin.close()
     await server.stop()
+
+
+async def test_a_request_pipelined_behind_a_reauthentication_handshake_is_the_authenticators(
+    sasl_broker: StartBroker,
+) -> None:
+    """A Heartbeat sent right behind the SaslHandshake that starts a re-authentication does not take the fast path:
+    SSA answers it ILLEGAL_SASL_STATE during the exchange, then closes."""
+    broker = await sasl_broker(connections_max_reauth_ms=3000, failed_authentication_delay_ms=0)
+    client = await broker.connect()
+    await login_plain(client)
+    beat = request(12, 4, group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+    await client.send_raw(client.encode(request(17, 1, mechanism="PLAIN"), 50) + client.encode(beat, 51))
+    _, answer = client.decode(17, 1, await client.read_frame())
+    assert answer.error_code == E.none
+    _, answer = client.decode(12, 4, await client.read_frame())
+    assert answer.error_code == E.illegal_sasl_state
+    assert await client.closed_by_peer(3)
