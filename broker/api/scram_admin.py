@@ -4,8 +4,8 @@ controller's ``ScramControlManager`` answer them (docs/spec/security.md section 
 Both work on the broker's SASL users (broker/security/users.py), the ones ``--sasl-users`` filled: an upserted
 credential is what the next SCRAM login checks, a deleted one fails it, open sessions are not touched. The client
 sends the salted password (Hi(password, salt, iterations)), never the password; the broker derives StoredKey and
-ServerKey from it. Salts and keys are never answered. The cluster ACL checks (DESCRIBE, ALTER) belong to the
-authorizer (issue 30's ACL part).
+ServerKey from it. Salts and keys are never answered. With ACLs on, DESCRIBE (50) and ALTER (51) on the cluster are
+checked before the handler (broker/server/acl_gate.py): CLUSTER_AUTHORIZATION_FAILED for the whole request.
 """
 
 from __future__ import annotations
