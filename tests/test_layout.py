@@ -44,8 +44,10 @@ RANKS: dict[str, int] = {
     # broker.setting) ranked below config/, which collects them into Settings; the rest of the server stays above.
     "broker.server.settings": 3,
     "broker.config": 4,
-    # Issue 30: TLS, SASL and ACLs (the bindings, the ACL file and the StandardAuthorizer's decisions), below the
-    # server that wraps its listeners (server/acl_gate.py checks a whole request) and the API that checks ACLs.
+    # Issue 30: TLS, SASL and ACLs (the bindings, the ACL file, the StandardAuthorizer's decisions, the SASL
+    # mechanisms, the authenticator and the users; their settings are declared in broker/server/settings.py), below
+    # the server that wraps its listeners (server/acl_gate.py checks a whole request) and the API that checks ACLs
+    # and serves the SCRAM credential APIs.
     "broker.security": 4,
     "broker.api": 5,
     "broker.server": 6,

@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # annotations only: `serve` answers its first ApiVersions bef
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.coordinator.messages import PartitionErrors
     from broker.security.authorizer import Authorizer
+    from broker.security.sasl.authenticator import SaslListener
+    from broker.security.users import UserStore
     from broker.storage.delayed_fetch import DelayedFetches
     from broker.storage.topics import TopicRegistry
     from broker.transactions.coordinator import TransactionCoordinator
@@ -96,6 +98,10 @@ class ApiContext:
     route: NodeRoute | None = None
     # The ACL authorizer (issue 30, broker/security/authorizer.py); None when ACLs are off: handlers check nothing.
     authorizer: Authorizer | None = None
+    # Issue 30: this listener's SASL (None: it does not authenticate), and the broker's SASL users, made on first
+    # use (the SCRAM credential APIs and the SASL listeners share them); None in bare tests.
+    sasl: SaslListener | None = None
+    user_store: Callable[[], UserStore] | None = None
 
 
 @dataclass(slots=True, frozen=True)

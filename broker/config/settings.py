@@ -32,7 +32,15 @@ import broker.events.hub as events
 import broker.server.settings as server
 import broker.storage.topics as storage
 from broker.coordinator.config import GroupConfig
-from broker.server.settings import AclConfig, ClusterConfig, TlsConfig, is_wildcard, protocol_of, uses_tls
+from broker.server.settings import (
+    AclConfig,
+    ClusterConfig,
+    SaslConfig,
+    TlsConfig,
+    is_wildcard,
+    protocol_of,
+    uses_tls,
+)
 from broker.server.settings import Endpoint as Endpoint
 from broker.server.settings import host_port as host_port
 from broker.server.settings import parse_endpoints as parse_endpoints
@@ -112,6 +120,7 @@ class Settings:
     txn: TxnConfig = field(default_factory=TxnConfig)  # the transaction coordinator's own
     cluster: ClusterConfig = field(default_factory=ClusterConfig)  # the nodes of this process (issue 29)
     acls: AclConfig = field(default_factory=AclConfig)  # the authorizer (issue 30, ACLs)
+    sasl: SaslConfig = field(default_factory=SaslConfig)  # SASL listeners (issue 30)
     # The options a flag, the environment or the TOML file set (``resolve``); the rest are defaults. Not a setting:
     # it tells a value asked for from one nobody asked for (issue 18: a taken default admin port gives way).
     given: frozenset[str] = field(default=frozenset(), compare=False)
@@ -231,10 +240,11 @@ def _hosts_overlap(one: str, other: str) -> bool:
 # The sections of Settings: fields holding an owner's config class, whose own fields declare the settings.
 _Section = (
     type[GroupConfig] | type[LogDefaults] | type[TxnConfig] | type[ClusterConfig] | type[TlsConfig] | type[AclConfig]
+    | type[SaslConfig]
 )
 _SECTIONS: dict[str, _Section] = {
     "group": GroupConfig, "log": LogDefaults, "txn": TxnConfig, "cluster": ClusterConfig, "tls": TlsConfig,
-    "acls": AclConfig,
+    "acls": AclConfig, "sasl": SaslConfig,
 }
 
 

@@ -101,6 +101,14 @@ CLUSTER_EVENTS = frozenset({NODE_STOPPED, NODE_STARTED, LEADER_MOVED, COORDINATO
 # authorizer refused (principal, API, resource and operation; the group's id when the resource is a group, else "").
 AUTHORIZATION_DENIED = "authorization_denied"
 SECURITY_EVENTS = frozenset({AUTHORIZATION_DENIED})
+# Added within version 2 (issue 30): SASL logins on a SASL listener (docs/events.md, "Authentication"), emitted by
+# broker/security/sasl/authenticator.py with listener, peer, mechanism and user (never a password or a token);
+# group_id is "".
+AUTHENTICATION_SUCCEEDED = "authentication_succeeded"
+AUTHENTICATION_FAILED = "authentication_failed"
+SESSION_EXPIRED = "session_expired"
+REAUTHENTICATED = "reauthenticated"
+AUTHENTICATION_EVENTS = frozenset({AUTHENTICATION_SUCCEEDED, AUTHENTICATION_FAILED, SESSION_EXPIRED, REAUTHENTICATED})
 
 #: Every event of this format version. A reader counts others as unknown and skips them: a broker may add events
 #: within a version.
@@ -132,6 +140,7 @@ EVENTS = frozenset(
         *SHARE_EVENTS,
         *CLUSTER_EVENTS,
         *SECURITY_EVENTS,
+        *AUTHENTICATION_EVENTS,
     }
 )
 

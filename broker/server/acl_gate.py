@@ -152,6 +152,10 @@ WHOLE_REQUEST_CHECKS: dict[int, Callable[[Any, int], Iterator[Check]]] = {
     ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),
     ApiKey.CREATE_ACLS: _cluster(Operation.ALTER),
     ApiKey.DELETE_ACLS: _cluster(Operation.ALTER),
+    # The SCRAM credential APIs (KafkaApis.handleDescribeUserScramCredentialsRequest / handleAlterUser...): 31 on
+    # the whole request, before any user is looked at or changed.
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(Operation.DESCRIBE),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(Operation.ALTER),
 }
 
 

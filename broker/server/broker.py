@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import importlib
 import sys
 import threading
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from broker.server.event_tally import EventTally
     from broker.server.host import OpenConnection
     from broker.server.nodes import NodeSet
+    from broker.server.security import BrokerSecurity
     from broker.storage.delayed_fetch import DelayedFetches
     from broker.storage.topics import Topic, TopicRegistry
     from broker.transactions.coordinator import TransactionCoordinator
@@ -353,9 +355,11 @@ class BrokerServer:
             else ApiContext(
                 self.coordinator, self.topics, identity, self.fetches, producer_ids=self.producer_ids,
                 settings=self.settings, transactions=self.transactions, control_url=control_url, route=route,
-                authorizer=self.authorizer,
+                authorizer=self.authorizer, user_store=lambda: self.security.users(),
             )
         )  # fmt: skip
+        # SASL_PLAINTEXT and SASL_SSL log in with SASL (the protocol as --listener-security-protocol-map names it).
+        listener.api.sasl = self.security.listener(endpoint) if protocol.startswith("SASL") else None
         self.listeners.append(listener)
 
         def connection(slot: Slot) -> Connection:
@@ -364,9 +368,10 @@ class BrokerServer:
         acceptor.start(connection)
         # Said once the broker is up (start): logging is not loaded before the first answer (broker/log.py).
         self._listening.append({
-            "listener": endpoint.name, "security_protocol": protocol, "host": endpoint.host, "port": listener.port,
-            "advertised": f"{advertised_host}:{advertised_port}", "node_id": node_id,
-            "cluster_id": self.settings.cluster_id,
+            "listener": endpoint.name, "security_protocol": protocol,
+            **({"sasl_mechanisms": ",".join(self.settings.sasl.enabled_mechanisms)} if listener.api.sasl else {}),
+            "host": endpoint.host, "port": listener.port, "advertised": f"{advertised_host}:{advertised_port}",
+            "node_id": node_id, "cluster_id": self.settings.cluster_id,
             "initial_rebalance_delay_ms": self.settings.group.initial_rebalance_delay_ms,
         })  # fmt: skip
         if route is not None:  # one of several nodes: stopping it closes this acceptor, starting it binds again
@@ -387,6 +392,12 @@ class BrokerServer:
         if self.control is not None:
             await self.control.stop()
             self.control = None
+
+    @functools.cached_property
+    def security(self) -> BrokerSecurity:
+        """SASL users and listeners (issue 30), loaded by the first SASL listener or SCRAM credential request."""
+        from broker.server.security import BrokerSecurity
+        return BrokerSecurity(self.settings, self.clock, self.events)
 
     @property
     def nodes(self) -> NodeSet:

@@ -4,8 +4,10 @@ A gate sees the request's API key, version and client id and, when it needs them
 (``GateRequest.identity``, decoded once and only when asked). It lets the request through (``None``), or answers it
 with nothing but an error in the API's own shape (``Answer``, Kafka's ``getErrorResponse``), holds it and
 everything behind it (``Delay``), or closes the connection (``Close``). Fault rules are the gate today
-(``FaultGate``); authentication (nothing but ApiVersions, SaslHandshake and SaslAuthenticate before it, as Kafka's
-``SaslServerAuthenticator``), the principal for ACLs and quotas come next, each a gate of the same shape.
+(``FaultGate``); the principal for ACLs and quotas come next, each a gate of the same shape. Authentication (issue
+30: nothing but ApiVersions, SaslHandshake and SaslAuthenticate before it, as Kafka's ``SaslServerAuthenticator``)
+is the same idea kept per connection: the pipeline's authenticator (broker/security/sasl/authenticator.py) is
+armed until the login completes, and its answers carry tokens, which a ``Verdict`` cannot.
 
 A gate is ``armed`` while it may act. While none is, the connection answers Heartbeat, the steady
 ConsumerGroupHeartbeat and ApiVersions on their fast paths and pays one truth test per pass for the gates; while

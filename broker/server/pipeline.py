@@ -49,6 +49,7 @@ from protocol.heartbeat import decode_heartbeat, encode_heartbeat_response
 from protocol.share_fetch_requests import SteadyShareFetch, decode_steady_share_fetch
 
 if TYPE_CHECKING:
+    from broker.security.sasl.authenticator import SaslAuthenticator, Step
     from broker.server.host import ConnectionHost
 
 log = get_logger("server")  # structlog, imported at the first call (broker/log.py)
@@ -64,6 +65,10 @@ _GENERIC = -1  # a frame no fast path answers
 _HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.HEARTBEAT][1]
 _CONSUMER_HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.CONSUMER_GROUP_HEARTBEAT][1]
 _CORRELATION = struct.Struct(">i")
+_SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
+# After a failed SASL login's answer, the close waits this long: kafka-python drops an answer read together with the
+# FIN and would report only "socket disconnected" (docs/spec/security.md section 3, a deviation from Kafka).
+_FAILED_AUTHENTICATION_LINGER_S = 0.1
 # The Heartbeats a connection remembers decoded (``RequestPipeline._remember``): more than the members a client has.
 _REMEMBERED_HEARTBEATS = 64
 # (version, raw client id, group id, generation id, member id, group instance id): a decoded Heartbeat without its
@@ -160,6 +165,8 @@ class RequestPipeline:
         self._beats: dict[bytes, _KnownHeartbeat] | None = {}
         self._heartbeats_seen = 0  # answered on the fast path, for ``_remember``
         self._heartbeats_mark = 0  # ``_heartbeats_seen`` when ``_beats`` was last emptied
+        # A SASL listener's connection authenticates first (issue 30): its gate, armed until the login completes.
+        self._sasl: SaslAuthenticator | None = api.sasl.authenticator(self._who) if api.sasl is not None else None
 
     @property
     def client_id(self) -> str:
@@ -214,6 +221,13 @@ class RequestPipeline:
                 if gate.armed:
                     armed = True
                     break
+            sasl = self._sasl
+            if sasl is not None and queue:
+                # Before login every frame is the authenticator's; after it, only the session's end costs a check.
+                if sasl.pending:
+                    armed = True
+                elif sasl.expires_at_ms is not None and sasl.expired():
+                    self.close(sasl.expire())  # Kafka closes an expired session at its next request, unanswered
             beats = self._beats
             out = self._out  # emptied in place by _flush, never replaced
             while queue and self.state is _READY and not self.output_paused:
@@ -324,6 +338,8 @@ class RequestPipeline:
                 done = self._handle(frame, started)
                 if done is not None:
                     answered.append(done)
+                if sasl is not None and sasl.pending:  # a re-authentication began: what follows is its to judge
+                    armed = True
             self._flush()  # the answers before a parked one do not wait for it
             if self.ending is not None and self.state is _READY and not queue:
                 self._end(self.ending)
@@ -349,6 +365,14 @@ class RequestPipeline:
     def _handle(self, frame: bytes, started: float) -> tuple[int, int] | None:
         """Answer one request on the generic path: its (api key, version), or None when it was not answered now
         (it waits, or it ended the connection; either way the loop's condition stops the pass)."""
+        sasl = self._sasl
+        if sasl is not None and sasl.pending:
+            if sasl.too_large(len(frame)):  # sasl.server.max.receive.size, before the login
+                self.close(f"SASL frame of {len(frame)} bytes is over sasl.server.max.receive.size")
+                return None
+            if sasl.raw_tokens:  # after a SaslHandshake v0: a bare token, no request header (spec 2.4)
+                self._sasl_step(sasl.raw_token(frame), None)
+                return None
         try:
             request = decode_request(frame)
         except ProtocolError as error:
@@ -357,6 +381,10 @@ class RequestPipeline:
             return None
         if request.client_id != self._client_id:
             self._set_client_id(request.client_id)
+        if sasl is not None and (sasl.pending or request.api_key == _SASL_HANDSHAKE):
+            step = sasl.request(request.api_key, request.api_version, request.body)
+            if step is not None:
+                return self._sasl_step(step, request)
         if frame is self._released:  # back from its delay: the gates judged it once
             self._released = None
         else:
@@ -435,6 +463,45 @@ class RequestPipeline:
                 if verdict is not None:
                     return verdict
         return None
+
+    def _sasl_step(self, step: Step, request: Request | None) -> tuple[int, int] | None:
+        """Do what the authenticator said (broker/security/sasl/authenticator.py ``Step``)."""
+        if step.principal is not None:
+            self.set_principal(step.principal)
+        answer: Any = step.answer
+        if step.error is not None and request is not None:
+            answer = error_answer(request.api_key, request.api_version, request.body, step.error)
+        if step.failed:
+            # Kafka's Selector holds a failed login for connection.failed.authentication.delay.ms, then answers and
+            # closes; here the close lingers too, so that every client reads the answer.
+            assert step.close is not None and self._sasl is not None
+            self.state, self.ending = _DELAYED, step.close
+            self.requests.clear()
+            self._io.call_later(
+                self._sasl.failed_delay_s, partial(self._answer_failed, request, answer, step.raw, step.close)
+            )
+            return None
+        if step.raw is not None:
+            self._out.append(step.raw)
+        elif answer is not None and request is not None and not self._send(request, answer):
+            return None
+        if step.close is not None:
+            self.close(step.close)
+            return None
+        return None if request is None else (request.api_key, request.api_version)
+
+    def _answer_failed(self, request: Request | None, answer: Any, raw: bytes | None, reason: str) -> None:
+        if self.state is _CLOSED:
+            return
+        if raw is not None:
+            self._out.append(raw)
+        elif answer is not None and request is not None:
+            self._send(request, answer)
+        self._flush()
+        self._io.call_later(_FAILED_AUTHENTICATION_LINGER_S, partial(self.close, reason))
+
+    def _who(self) -> dict[str, str]:
+        return {"peer": self.peer, "client_id": self._client_id}
 
     def _hold_or_close(self, verdict: Delay | Close, frame: bytes) -> None:
         if isinstance(verdict, Close):

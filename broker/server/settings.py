@@ -90,10 +90,10 @@ def host_port(host: str, port: int) -> str:
 
 # -- listeners by security protocol (issue 30; docs/spec/security.md 1) ------------------------------------------
 
-# What a listener can speak. The SASL part of issue 30 adds "SASL_PLAINTEXT"; "SASL_SSL" (TLS from the SSL part,
-# SASL from the other) is added when both are merged. A listener that asks for another refuses the start rather
-# than serving plaintext to a client configured for TLS or SASL.
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+# What a listener can speak: plaintext, TLS (broker/security/tls.py), SASL over plaintext (broker/security/sasl/)
+# and SASL over TLS (both: the TLS handshake first, then the SASL login, whose principal wins over the certificate).
+# A listener that asks for another protocol refuses the start.
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 ProtocolMap = tuple[tuple[str, str], ...]
 
@@ -151,8 +151,8 @@ def refuse_unserved(listeners: Iterable[Endpoint], protocol_map: ProtocolMap = (
 
 LISTENER_SECURITY_PROTOCOL_MAP = Setting(
     "listener_security_protocol_map", (), parse_protocol_map,
-    "NAME:PROTOCOL,...: each listener's security protocol (PLAINTEXT, SSL); a listener named after a protocol has "
-    "it, any other unmapped name is PLAINTEXT with a warning (Kafka refuses to start)",
+    "NAME:PROTOCOL,...: each listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); a listener named "
+    "after a protocol has it, any other unmapped name is PLAINTEXT with a warning (Kafka refuses to start)",
     kafka="listener.security.protocol.map",
     kafka_default="PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
     shown_default="each protocol name to itself", from_toml_shape=_protocol_map_from_toml,
@@ -442,3 +442,132 @@ class AclConfig:
     @property
     def enabled(self) -> bool:
         return self.authorizer == "standard" or self.acls_enabled
+# -- SASL (issue 30, docs/spec/security.md 14.1): the ``sasl`` section of Settings ------------------------------
+# Kafka's names are accepted in a TOML file (sasl.enabled.mechanisms, connections.max.reauth.ms,
+# connection.failed.authentication.delay.ms, sasl.server.max.receive.size); the users and the OAUTHBEARER options
+# are JAAS entries in Kafka (PlainLoginModule user_<name>, OAuthBearerLoginModule unsecuredValidator*), flags here.
+# Declared in this leaf rather than beside broker/security/: serve's first answer loads no more modules for them.
+
+PLAIN = "PLAIN"
+SCRAM_SHA_256 = "SCRAM-SHA-256"
+SCRAM_SHA_512 = "SCRAM-SHA-512"
+OAUTHBEARER = "OAUTHBEARER"
+# What this broker can serve (GSSAPI and the secured OAUTHBEARER validator are not offered: spec 14.6 item 2).
+MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
+SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
+# What a --sasl-users entry without a mechanism list gets: every password mechanism.
+PASSWORD_MECHANISMS: tuple[str, ...] = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
+
+
+@dataclass(frozen=True, slots=True)
+class UserEntry:
+    """One ``--sasl-users`` entry: a user, its password and the mechanisms it gets a credential for."""
+
+    name: str
+    password: str
+    mechanisms: tuple[str, ...] = PASSWORD_MECHANISMS
+
+    def __repr__(self) -> str:  # never the password, not even in a traceback or a settings dump
+        return f"UserEntry({self.name!r}, mechanisms={self.mechanisms!r})"
+
+
+def parse_mechanisms(text: str) -> tuple[str, ...]:
+    """Kafka's ``sasl.enabled.mechanisms`` (a LIST), upper-cased; a mechanism this broker cannot serve refuses."""
+    names = tuple(name.upper() for name in parse_names(text))
+    for name in names:
+        if name not in MECHANISMS:
+            raise ValueError(f"SASL mechanism {name} is not served (only {', '.join(MECHANISMS)})")
+    return names
+
+
+def parse_users(text: str) -> tuple[UserEntry, ...]:
+    """``alice:secret,bob:bob-secret:SCRAM-SHA-512+PLAIN``: comma-separated ``USER:PASSWORD[:MECHANISM+...]``.
+
+    The last ``:`` part is a mechanism list only when every ``+``-separated item of it names a password mechanism;
+    otherwise it belongs to the password (which may then hold a ``:``)."""
+    entries: list[UserEntry] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, colon, rest = item.partition(":")
+        if not colon or not name:
+            raise ValueError(f"{item.split(':')[0]!r}: a SASL user is USER:PASSWORD[:MECHANISM+...]")
+        password, mechanisms = rest, PASSWORD_MECHANISMS
+        head, colon, tail = rest.rpartition(":")
+        listed: tuple[str, ...] = tuple(mechanism.strip().upper() for mechanism in tail.split("+"))
+        if colon and all(mechanism in PASSWORD_MECHANISMS for mechanism in listed):
+            password, mechanisms = head, listed
+        if not password:
+            raise ValueError(f"SASL user {name!r} has an empty password")
+        if any(entry.name == name for entry in entries):
+            raise ValueError(f"SASL user {name!r} appears twice")
+        entries.append(UserEntry(name, password, mechanisms))
+    return tuple(entries)
+
+
+def _users_from_toml(value: Any) -> str | None:
+    """A TOML table ``{alice = "secret"}`` (or ``{bob = {password = "...", mechanisms = [...]}}``), as the flag."""
+    if not isinstance(value, dict):
+        return None
+    items = []
+    for name, entry in value.items():
+        if isinstance(entry, dict):
+            mechanisms = entry.get("mechanisms")
+            suffix = ":" + "+".join(mechanisms) if mechanisms else ""
+            items.append(f"{name}:{entry.get('password', '')}{suffix}")
+        else:
+            items.append(f"{name}:{entry}")
+    return ",".join(items)
+
+
+@dataclass(frozen=True, slots=True)
+class SaslConfig:
+    """How SASL_PLAINTEXT (and, with TLS, SASL_SSL) listeners authenticate (the ``sasl`` section of Settings)."""
+
+    enabled_mechanisms: tuple[str, ...] = Setting(
+        "sasl_enabled_mechanisms", PASSWORD_MECHANISMS, parse_mechanisms,
+        "mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), listed in the "
+        "SaslHandshake answer",
+        kafka="sasl.enabled.mechanisms", kafka_default="GSSAPI", shown_default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        from_toml_shape=names_from_toml,
+    ).field()
+    users: tuple[UserEntry, ...] = Setting(
+        "sasl_users", (), parse_users,
+        "USER:PASSWORD[:MECHANISM+...],...: SASL users; each gets PLAIN and both SCRAM credentials (4096 iterations) "
+        "unless mechanisms are listed; AlterUserScramCredentials changes the SCRAM ones at run time",
+        shown_default="none", from_toml_shape=_users_from_toml,
+    ).field()
+    connections_max_reauth_ms: int = Setting(
+        "connections_max_reauth_ms", 0, int,
+        "session lifetime of a SASL login (KIP-368): a request after it closes the connection unless the client "
+        "re-authenticated; 0 = sessions never expire (an OAUTHBEARER session still ends with its token)",
+        kafka="connections.max.reauth.ms", bounds=(0, 2**63 - 1),
+    ).field()
+    failed_authentication_delay_ms: int = Setting(
+        "connection_failed_authentication_delay_ms", 100, int,
+        "how long a failed SASL login waits before its failure answer (then the connection closes, ~100 ms later)",
+        kafka="connection.failed.authentication.delay.ms", bounds=(0, INT32_MAX),
+    ).field()
+    max_receive_size: int = Setting(
+        "sasl_server_max_receive_size", 524288, int,
+        "largest request before a SASL login completes; a larger one closes the connection",
+        kafka="sasl.server.max.receive.size", bounds=(1, INT32_MAX),
+    ).field()
+    oauthbearer_principal_claim: str = Setting(
+        "oauthbearer_principal_claim", "sub", str,
+        "the unsecured OAUTHBEARER token's claim that names the principal (JAAS unsecuredValidatorPrincipalClaimName)",
+    ).field()
+    oauthbearer_scope_claim: str = Setting(
+        "oauthbearer_scope_claim", "scope", str,
+        "the claim holding the token's scopes (JAAS unsecuredValidatorScopeClaimName)",
+    ).field()
+    oauthbearer_required_scope: tuple[str, ...] = Setting(
+        "oauthbearer_required_scope", (), parse_names,
+        "scopes every OAUTHBEARER token must carry, comma-separated (JAAS unsecuredValidatorRequiredScope)",
+        shown_default="none", from_toml_shape=names_from_toml,
+    ).field()
+    oauthbearer_clock_skew_ms: int = Setting(
+        "oauthbearer_clock_skew_ms", 0, int,
+        "clock skew allowed when checking a token's iat and exp (JAAS unsecuredValidatorAllowableClockSkewMs)",
+        bounds=(0, INT32_MAX),
+    ).field()

@@ -14,14 +14,14 @@ import broker.storage.topics
 from broker.config import settings
 from broker.config.settings import Settings, SettingsError
 from broker.coordinator.config import GroupConfig
-from broker.server.settings import AclConfig, ClusterConfig, TlsConfig
+from broker.server.settings import AclConfig, ClusterConfig, SaslConfig, TlsConfig
 from broker.setting import DECLARED, Setting
 from broker.storage.topics import LogDefaults
 from broker.transactions.config import TxnConfig
 
 SECTIONS = {
     "group": GroupConfig, "log": LogDefaults, "txn": TxnConfig, "cluster": ClusterConfig, "tls": TlsConfig,
-    "acls": AclConfig,
+    "acls": AclConfig, "sasl": SaslConfig,
 }
 # Each owner and the settings it declares (by Kafka's group of configs): a setting moving owner is a choice to
 # make here, not an accident.

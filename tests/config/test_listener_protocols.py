@@ -53,12 +53,16 @@ def test_a_bad_map_refuses_the_start(value: str, message: str) -> None:
         settings.parse([], environ={"GROUP_BROKER_LISTENER_SECURITY_PROTOCOL_MAP": value})
 
 
-def test_a_map_to_an_unserved_protocol_names_the_listener() -> None:
-    with pytest.raises(SettingsError, match=r"^listener EXTERNAL://:9093: security protocol SASL_PLAINTEXT is not"):
-        settings.parse(
-            ["--listeners", "EXTERNAL://:9093", "--listener-security-protocol-map", "EXTERNAL:SASL_PLAINTEXT"],
-            environ={},
-        )
+def test_a_map_to_a_sasl_protocol_serves_it_on_the_mapped_listener() -> None:
+    """Every protocol is served since the SASL and TLS merge: the map's SASL_PLAINTEXT and SASL_SSL are the
+    listener's protocol (the SASL login, and TLS under it for SASL_SSL), as Kafka's listener.security.protocol.map."""
+    config = settings.parse(
+        ["--listeners", "EXTERNAL://:9093,INTERNAL://:9094",
+         "--listener-security-protocol-map", "EXTERNAL:SASL_PLAINTEXT,INTERNAL:SASL_SSL"],
+        environ={},
+    )  # fmt: skip
+    assert [config.security_protocol(e) for e in config.bind_endpoints()] == ["SASL_PLAINTEXT", "SASL_SSL"]
+    assert config.unmapped_listeners() == []
 
 
 def test_tls_advertised_hosts_are_every_nodes_advertised_host_of_every_tls_listener() -> None:

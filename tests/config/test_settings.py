@@ -21,7 +21,7 @@ from broker.config import settings
 from broker.config.settings import Endpoint, Settings, SettingsError, parse_endpoints
 from broker.coordinator.config import GroupConfig
 from broker.server.broker import BrokerServer
-from broker.server.settings import AclConfig, ClusterConfig, TlsConfig, parse_node_endpoints
+from broker.server.settings import AclConfig, ClusterConfig, SaslConfig, TlsConfig, parse_node_endpoints
 from broker.storage.topics import LogDefaults
 from broker.transactions.config import TxnConfig
 from protocol.apis import ApiKey
@@ -54,13 +54,13 @@ def test_each_field_is_filled_by_one_option_whose_default_is_the_fields() -> Non
     assert len(paths) == len(set(paths))
     holders = (
         ("", Settings), ("group.", GroupConfig), ("log.", LogDefaults), ("txn.", TxnConfig),
-        ("cluster.", ClusterConfig), ("tls.", TlsConfig), ("acls.", AclConfig),
+        ("cluster.", ClusterConfig), ("tls.", TlsConfig), ("acls.", AclConfig), ("sasl.", SaslConfig),
     )
     fields = [f"{prefix}{field.name}" for prefix, holder in holders for field in dataclasses.fields(holder)]
     # group, log and txn are the sections; the join timeout of a new member is a constant in Kafka, not a setting.
     # The transaction coordinator's internal-topic partition counts and its completion delay (a test knob) are
     # not settings either (transactions spec section 7); ``given`` records which options were set (issue 18).
-    unset = {"group", "log", "txn", "cluster", "tls", "acls", "given", "group.new_member_join_timeout_ms",
+    unset = {"group", "log", "txn", "cluster", "tls", "acls", "sasl", "given", "group.new_member_join_timeout_ms",
              "txn.transaction_state_log_num_partitions", "txn.offsets_topic_num_partitions", "txn.completion_delay_ms"}
     assert sorted(paths) == sorted(set(fields) - unset)
     config = settings.parse([], environ={})

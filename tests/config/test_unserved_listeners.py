@@ -1,7 +1,8 @@
-"""A listener whose security protocol the broker cannot speak refuses the start (issue 25 item 7): one line on
-stderr naming the listener and the protocol, exit 2, before anything binds, whether the listener comes from the
-flag, the variable or the TOML file. PLAINTEXT and SSL are served (issue 30's TLS part); a listener named after
-no security protocol (INTERNAL, EXTERNAL) and absent from ``listener.security.protocol.map`` is a plaintext one."""
+"""Every security protocol Kafka names is served (issue 30: PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL); what is
+refused is a protocol Kafka does not know (issue 25 item 7): ``listener.security.protocol.map`` naming one stops
+the start with one line on stderr and exit 2, before anything binds, whether the map comes from the flag, the
+variable or the TOML file. A listener named after no security protocol (INTERNAL, EXTERNAL) and absent from the
+map is a plaintext one."""
 
 from __future__ import annotations
 
@@ -15,21 +16,12 @@ from pathlib import Path
 import pytest
 
 from broker.config import settings
-from broker.config.settings import Endpoint, Settings, SettingsError
-from broker.server.settings import SECURITY_PROTOCOLS, SERVED_SECURITY_PROTOCOLS
+from broker.config.settings import Endpoint, Settings
+from broker.server.settings import SECURITY_PROTOCOLS, SERVED_SECURITY_PROTOCOLS, parse_protocol_map
 from protocol.apis import ApiKey
 from protocol.codec import build
 from tests.conftest import ROOT, free_port, start_broker_process
 from tests.wire.client import WireClient, request_schema
-
-UNSERVED = tuple(p for p in SECURITY_PROTOCOLS if p not in SERVED_SECURITY_PROTOCOLS)
-
-
-def refusal(protocol: str, listener: str) -> str:
-    return (
-        f"group-broker serve: error: listener {listener}: security protocol {protocol} is not served by this broker "
-        f"(only {', '.join(SERVED_SECURITY_PROTOCOLS)})"
-    )
 
 
 @pytest.fixture
@@ -51,49 +43,57 @@ def serve(*flags: str, env: dict[str, str] | None = None) -> subprocess.Complete
     return subprocess.run(
         [sys.executable, "-m", "broker", "serve", *flags],
         cwd=ROOT, capture_output=True, text=True, timeout=30, env={**os.environ, **(env or {})},
-    )
+    )  # fmt: skip
 
 
-def assert_refused(result: subprocess.CompletedProcess[str], protocol: str, listener: str) -> None:
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.splitlines() == [refusal(protocol, listener)]
-    assert result.stdout == ""
+def test_every_security_protocol_kafka_names_is_served() -> None:
+    assert SERVED_SECURITY_PROTOCOLS == SECURITY_PROTOCOLS == ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+    for protocol in SECURITY_PROTOCOLS:
+        listeners = (Endpoint(protocol, "", 9092),)
+        assert [e.security_protocol for e in Settings(listeners=listeners).bind_endpoints()] == [protocol]
+        mapped = settings.parse(
+            ["--listeners", "INTERNAL://:9092", "--listener-security-protocol-map", f"internal:{protocol.lower()}"],
+            environ={},
+        )  # case-blind, as Kafka's ListenerName.normalised and SecurityProtocol.forName read them
+        assert [mapped.security_protocol(e) for e in mapped.bind_endpoints()] == [protocol]
 
 
-@pytest.mark.parametrize("protocol", UNSERVED)
 @pytest.mark.parametrize("source", ["flag", "variable", "toml"])
-def test_an_unserved_listener_stops_serve_with_one_line_and_exit_2(
-    protocol: str, source: str, held_ports: tuple[int, int], tmp_path: Path
+def test_an_unknown_protocol_in_the_map_stops_serve_with_one_line_and_exit_2(
+    source: str, held_ports: tuple[int, int], tmp_path: Path
 ) -> None:
     kafka_port, admin_port = held_ports
     free = free_port()
-    listeners = f"PLAINTEXT://127.0.0.1:{free},{protocol}://127.0.0.1:{kafka_port}"
+    listeners = f"PLAINTEXT://127.0.0.1:{free},INTERNAL://127.0.0.1:{kafka_port}"
     common = ["--admin-host", "127.0.0.1", "--admin-port", str(admin_port)]
     if source == "flag":
-        result = serve("--listeners", listeners, *common)
+        result = serve("--listeners", listeners, "--listener-security-protocol-map", "INTERNAL:KERBEROS", *common)
     elif source == "variable":
-        result = serve(*common, env={"GROUP_BROKER_LISTENERS": listeners})
+        env = {"GROUP_BROKER_LISTENERS": listeners, "GROUP_BROKER_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:KERBEROS"}
+        result = serve(*common, env=env)
     else:
         config = tmp_path / "broker.toml"
-        config.write_text(f'listeners = ["PLAINTEXT://127.0.0.1:{free}", "{protocol}://127.0.0.1:{kafka_port}"]\n')
+        config.write_text(
+            f'listeners = ["PLAINTEXT://127.0.0.1:{free}", "INTERNAL://127.0.0.1:{kafka_port}"]\n'
+            '[listener_security_protocol_map]\nINTERNAL = "KERBEROS"\n'
+        )
         result = serve("--config", str(config), *common)
-    assert_refused(result, protocol, f"{protocol}://127.0.0.1:{kafka_port}")
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "KERBEROS is not a security protocol" in errors[0], result.stderr
+    assert result.stdout == ""
     with socket.socket() as probe:  # the PLAINTEXT listener before it was never bound either: its port is free
         probe.bind(("127.0.0.1", free))
 
 
-def test_listener_names_are_read_as_kafka_reads_them_case_blind(held_ports: tuple[int, int]) -> None:
-    kafka_port, admin_port = held_ports
-    result = serve("--listeners", f"sasl_ssl://:{kafka_port}", "--admin-port", str(admin_port))
-    assert_refused(result, "SASL_SSL", f"sasl_ssl://:{kafka_port}")
-
-
 def test_the_refusal_is_a_settings_error_for_every_caller() -> None:
-    """The embedded broker and the pytest plugin build Settings too: none of them serves plaintext for SSL."""
-    with pytest.raises(SettingsError, match=r"^listener SASL_SSL://:9093: security protocol SASL_SSL is not served"):
-        settings.parse(["--listeners", "SASL_SSL://:9093"], environ={})
-    with pytest.raises(ValueError, match="security protocol SASL_PLAINTEXT is not served by this broker"):
-        Settings(listeners=(Endpoint("INTERNAL", "", 9092), Endpoint("SASL_PLAINTEXT", "", 9093)))
+    """The embedded broker and the pytest plugin build Settings too: none of them serves an unknown protocol."""
+    with pytest.raises(ValueError, match="KERBEROS is not a security protocol"):
+        parse_protocol_map("INTERNAL:KERBEROS")
+    with pytest.raises(ValueError, match="security protocol KERBEROS is not served by this broker"):
+        Settings(
+            listeners=(Endpoint("INTERNAL", "", 9092),), listener_security_protocol_map=(("INTERNAL", "KERBEROS"),)
+        )
     named = Settings(listeners=(Endpoint("INTERNAL", "", 9092), Endpoint("PLAINTEXT", "", 9093)))
     assert [e.security_protocol for e in named.bind_endpoints()] == ["PLAINTEXT", "PLAINTEXT"]
 
