@@ -23,13 +23,12 @@ logged with peer, client id and reason, never as asyncio's "Fatal error on trans
 from __future__ import annotations
 
 import collections
-import enum
 import itertools
 import struct
 from collections.abc import Callable
 from functools import partial
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from broker.api.api_versions import unsupported_version_response
 from broker.api.base import NO_RESPONSE, ApiContext, Call, CloseConnection, InvalidRequest
@@ -38,6 +37,13 @@ from broker.api.routes import error_answer, request_identity, unsupported_versio
 from broker.coordinator.client import Client
 from broker.log import get_logger
 from broker.server.gates import Answer, Close, Delay, GateRequest, Verdict
+from broker.server.pipeline_state import CLOSED as _CLOSED
+from broker.server.pipeline_state import DELAYED as _DELAYED
+from broker.server.pipeline_state import PARKED as _PARKED
+from broker.server.pipeline_state import READY as _READY
+from broker.server.pipeline_state import PipelineIO as PipelineIO
+from broker.server.pipeline_state import PipelineState as PipelineState
+from broker.server.sasl_steps import SaslSteps
 from broker.timing.deferred import Deferred
 from protocol.api_versions import decode_api_versions, encode_api_versions_answer
 from protocol.apis import SHARE_APIS, SUPPORTED_VERSIONS, ApiKey, api_name
@@ -49,7 +55,7 @@ from protocol.heartbeat import decode_heartbeat, encode_heartbeat_response
 from protocol.share_fetch_requests import SteadyShareFetch, decode_steady_share_fetch
 
 if TYPE_CHECKING:
-    from broker.security.sasl.authenticator import SaslAuthenticator, Step
+    from broker.security.sasl.authenticator import SaslAuthenticator
     from broker.server.host import ConnectionHost
 
 log = get_logger("server")  # structlog, imported at the first call (broker/log.py)
@@ -66,49 +72,11 @@ _HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.HEARTBEAT][1]
 _CONSUMER_HEARTBEAT_MAX_VERSION = SUPPORTED_VERSIONS[ApiKey.CONSUMER_GROUP_HEARTBEAT][1]
 _CORRELATION = struct.Struct(">i")
 _SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
-# After a failed SASL login's answer, the close waits this long: kafka-python drops an answer read together with the
-# FIN and would report only "socket disconnected" (docs/spec/security.md section 3, a deviation from Kafka).
-_FAILED_AUTHENTICATION_LINGER_S = 0.1
 # The Heartbeats a connection remembers decoded (``RequestPipeline._remember``): more than the members a client has.
 _REMEMBERED_HEARTBEATS = 64
 # (version, raw client id, group id, generation id, member id, group instance id): a decoded Heartbeat without its
 # correlation id, the one part that changes from one beat of a member to the next.
 _KnownHeartbeat = tuple[int, bytes, str, int, str, str | None]
-
-
-class PipelineState(enum.Enum):
-    """Where the connection's queue stands; the one place its state is kept."""
-
-    READY = "ready"  # the next queued request is answered now
-    PARKED = "parked"  # a Deferred answer (a JoinGroup waiting for its group, a delayed Fetch) holds the queue
-    DELAYED = "delayed"  # a gate's Delay holds the queue, the delayed request at its head
-    CLOSED = "closed"  # nothing more is read or answered
-
-
-# The states as module constants: in Python 3.11 an Enum member read from its class costs a Python-level lookup.
-_READY = PipelineState.READY
-_PARKED = PipelineState.PARKED
-_DELAYED = PipelineState.DELAYED
-_CLOSED = PipelineState.CLOSED
-
-
-class PipelineIO(Protocol):
-    """What the pipeline asks of the side that owns the transport and the loop (``Connection``, or a test)."""
-
-    @property
-    def unsent_bytes(self) -> int:
-        """Answer bytes written and not yet sent (the transport's write buffer)."""
-
-    def close_transport(self) -> None:
-        """Close the transport once what was written has gone."""
-
-    def run_now(self) -> None:
-        """Run a pass (``RequestPipeline.run``) now, and whatever the transport's side does after one."""
-
-    def run_soon(self) -> None:
-        """Run a pass at the loop's next turn: the caller runs inside the coordinator, not to be re-entered."""
-
-    def call_later(self, seconds: float, callback: Callable[[], None]) -> None: ...
 
 
 _CONNECTION_IDS = itertools.count(1)
@@ -133,7 +101,7 @@ def _nowhere(data: bytes) -> None:
     """Where answers would go before ``connected``: nothing is received before then, so nothing is answered."""
 
 
-class RequestPipeline:
+class RequestPipeline(SaslSteps):
     """One connection's requests, answered in order. ``output_paused`` is set while the transport holds more than
     its high-water mark: a pass then answers nothing more (the asyncio protocol's ``pause_writing``)."""
 
@@ -463,45 +431,6 @@ class RequestPipeline:
                 if verdict is not None:
                     return verdict
         return None
-
-    def _sasl_step(self, step: Step, request: Request | None) -> tuple[int, int] | None:
-        """Do what the authenticator said (broker/security/sasl/authenticator.py ``Step``)."""
-        if step.principal is not None:
-            self.set_principal(step.principal)
-        answer: Any = step.answer
-        if step.error is not None and request is not None:
-            answer = error_answer(request.api_key, request.api_version, request.body, step.error)
-        if step.failed:
-            # Kafka's Selector holds a failed login for connection.failed.authentication.delay.ms, then answers and
-            # closes; here the close lingers too, so that every client reads the answer.
-            assert step.close is not None and self._sasl is not None
-            self.state, self.ending = _DELAYED, step.close
-            self.requests.clear()
-            self._io.call_later(
-                self._sasl.failed_delay_s, partial(self._answer_failed, request, answer, step.raw, step.close)
-            )
-            return None
-        if step.raw is not None:
-            self._out.append(step.raw)
-        elif answer is not None and request is not None and not self._send(request, answer):
-            return None
-        if step.close is not None:
-            self.close(step.close)
-            return None
-        return None if request is None else (request.api_key, request.api_version)
-
-    def _answer_failed(self, request: Request | None, answer: Any, raw: bytes | None, reason: str) -> None:
-        if self.state is _CLOSED:
-            return
-        if raw is not None:
-            self._out.append(raw)
-        elif answer is not None and request is not None:
-            self._send(request, answer)
-        self._flush()
-        self._io.call_later(_FAILED_AUTHENTICATION_LINGER_S, partial(self.close, reason))
-
-    def _who(self) -> dict[str, str]:
-        return {"peer": self.peer, "client_id": self._client_id}
 
     def _hold_or_close(self, verdict: Delay | Close, frame: bytes) -> None:
         if isinstance(verdict, Close):

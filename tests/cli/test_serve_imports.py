@@ -95,8 +95,10 @@ MAX_MODULES = 255
 # broker/server/broker.py into its own module (the same code; broker.py had reached the 600-line limit). 52 since
 # issue 28: the steady ShareFetch's hand decoder (protocol/share_fetch_requests.py, stdlib only) is read by the
 # connection pipeline, as the heartbeats' decoders are. 53 since issue 30: the listener record and the loading
-# stand-in moved out of broker.py likewise (broker/server/listener.py, the same code).
-MAX_OWN_MODULES = 53
+# stand-in moved out of broker.py likewise (broker/server/listener.py, the same code). 55 since issue 30's SASL:
+# the pipeline's states and its SASL steps moved out of broker/server/pipeline.py (pipeline_state.py,
+# sasl_steps.py; the same code, pipeline.py had passed the 600-line limit).
+MAX_OWN_MODULES = 55
 
 
 @pytest.fixture(scope="module")
