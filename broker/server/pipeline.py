@@ -80,6 +80,7 @@ _KnownHeartbeat = tuple[int, bytes, str, int, str, str | None]
 
 
 _CONNECTION_IDS = itertools.count(1)
+_FAILED = object()  # what ``_answer`` gives for a handler that raised: the connection is already closed
 
 
 _steady_share_fetch_handler: Callable[[ApiContext, Call, SteadyShareFetch], Any] | None = None
@@ -366,32 +367,7 @@ class RequestPipeline(SaslSteps):
                     self.close(answer.reason)
                     return None
                 return (request.api_key, request.api_version) if self._send(request, answer) else None
-        try:
-            answer = self._dispatch(request)
-        except InvalidRequest as invalid:
-            # KafkaApis.handleError: logged with the request's context, answered with the request's error response.
-            log.warning(
-                "invalid request",
-                peer=self.peer,
-                client_id=self._client_id,
-                api=api_name(request.api_key),
-                version=request.api_version,
-                reason=str(invalid),
-            )
-            answer = invalid.answer
-        except Exception:
-            self._fail(api_name(request.api_key))
-            return None
-        if isinstance(answer, Deferred):
-            if not answer.done:
-                self.state = _PARKED
-                answer.add_done_callback(partial(self._answer_parked, request, started))
-                return None
-            answer = answer.value
-        if isinstance(answer, CloseConnection):
-            self.close(answer.reason)
-            return None
-        if not self._send(request, answer):
+        if not self._deliver(request, self._answer(request, self._dispatch, request), started):
             return None
         return request.api_key, request.api_version
 
@@ -399,16 +375,28 @@ class RequestPipeline(SaslSteps):
         """Answer a steady ShareFetch as ``_handle`` answers one through kio, from ``share_fetch_steady`` (the
         handler's same request, coordinator call and answer); True when its answer was written now."""
         request = Request(_SHARE_FETCH, _SHARE_FETCH_VERSION, correlation_id, self._client_id, fetch)
+        call = Call(_SHARE_FETCH_VERSION, self._client)
+        return self._deliver(request, self._answer(request, _steady_share_fetch(), self._api, call, fetch), started)
+
+    def _answer(self, request: Request, handler: Callable[..., Any], *args: Any) -> Any:
+        """``handler(*args)``: the request's answer, or _FAILED when the handler raised (the connection is closed).
+        An InvalidRequest is logged with the request's context and answered with its error response, as
+        KafkaApis.handleError does."""
         try:
-            answer = _steady_share_fetch()(self._api, Call(_SHARE_FETCH_VERSION, self._client), fetch)
-        except InvalidRequest as invalid:  # as ``_handle`` answers it (none is raised on this path today)
+            return handler(*args)
+        except InvalidRequest as invalid:
             log.warning(
-                "invalid request", peer=self.peer, client_id=self._client_id, api="SHARE_FETCH",
-                version=_SHARE_FETCH_VERSION, reason=str(invalid),
+                "invalid request", peer=self.peer, client_id=self._client_id, api=api_name(request.api_key),
+                version=request.api_version, reason=str(invalid),
             )  # fmt: skip
-            answer = invalid.answer
+            return invalid.answer
         except Exception:
-            self._fail("SHARE_FETCH")
+            self._fail(api_name(request.api_key))
+            return _FAILED
+
+    def _deliver(self, request: Request, answer: Any, started: float) -> bool:
+        """Write ``answer`` now, or park the queue until its Deferred is done; True when it was written now."""
+        if answer is _FAILED:
             return False
         if isinstance(answer, Deferred):
             if not answer.done:
@@ -416,6 +404,9 @@ class RequestPipeline(SaslSteps):
                 answer.add_done_callback(partial(self._answer_parked, request, started))
                 return False
             answer = answer.value
+        if isinstance(answer, CloseConnection):  # a Produce with acks=0 that failed: Kafka closes instead
+            self.close(answer.reason)
+            return False
         return self._send(request, answer)
 
     def _judge(self, request: Request) -> Verdict | None:
